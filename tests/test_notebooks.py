@@ -42,7 +42,8 @@ def test_nbdev_export_changes_nothing(tmp_path):
 
 def _papermill(nb, out, params):
     import papermill as pm
-    return pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(NBS),
+    # no kernel_name: the notebook must name its kernel itself, as the README command relies on
+    return pm.execute_notebook(str(nb), str(out), parameters=params, cwd=str(NBS),
                                progress_bar=False)
 
 

@@ -57,3 +57,13 @@ def test_md17_notebook_runs_offline(tmp_path):
     assert r["test"]["n_structures"] == 20 and r["force_mae_kcal_mol_A"] > 0
     assert r["versions"]["torch"] and "provenance" in r["data"]
     assert list((tmp_path / "fig").glob("*.png"))
+
+
+def test_computational_cost_notebook_runs(tmp_path):
+    params = dict(backbone="painn", preset="tiny", generator_preset="tiny", molecule="ethanol", n_train=8, epochs=1,
+                  results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"), threads=1)
+    _papermill(NBS / "computational_cost.ipynb", tmp_path / "out.ipynb", params)
+    (res,) = list((tmp_path / "results").glob("computational_cost_*.json"))
+    rows = json.loads(res.read_text())["rows"]
+    assert [r["method"] for r in rows] == ["none", "dens", "denoisevae", "anids"]
+    assert rows[-1]["n_parameters"] > rows[0]["n_parameters"]

@@ -1,0 +1,77 @@
+"""The covariance viewer and the case-study notebooks run end to end offline with small settings (papermill),
+and write what they promise: a standalone HTML page and a PNG; results/case_study.json and
+results/physical_covariance.json with their keys; the figures."""
+import json
+from pathlib import Path
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NBS = ROOT / "nbs"
+CHECKPOINTS = ROOT / "data" / "checkpoints"
+
+
+@pytest.fixture(autouse=True)
+def _one_thread(monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+
+def _papermill(nb, out, params):
+    import papermill as pm
+    return pm.execute_notebook(str(nb), str(out), parameters=params, kernel_name="python3", cwd=str(NBS),
+                               progress_bar=False)
+
+
+def test_checkpoints_are_small_and_documented():
+    for method in ("anids", "denoisevae"):
+        ck = CHECKPOINTS / f"pretrain_painn_demo_{method}.pt"
+        assert ck.is_file() and ck.stat().st_size < 2_000_000
+        prov = json.loads(ck.with_suffix(".json").read_text())
+        assert prov["config"]["method"] == method and prov["config"]["scheme"] == "pretrain"
+        assert prov["data"]["n_structures"] > 100 and {"H", "N", "P", "S", "O", "Pd"} <= set(prov["data"]["elements"])
+        assert prov["sha256"] and "make_case_study_checkpoints" in prov["reproduce"]
+
+
+def test_covariance_viewer_molecule_with_default_checkpoint(tmp_path):
+    html, png = tmp_path / "fig" / "eth.html", tmp_path / "fig" / "eth.png"
+    _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
+               dict(structure="ethanol", optimise=False, atoms=["C", "O"], arrows="all", html=str(html), png=str(png)))
+    page = html.read_text()
+    assert page.startswith("<html>") and page.count("addCustom") == 3 and page.count("addArrow") == 3 * 6
+    assert "setHoverable" in page and "pretrain_painn_demo_anids.pt" in page
+    assert png.stat().st_size > 10_000
+
+
+def test_covariance_viewer_crystal_untrained_with_images(tmp_path):
+    html, png = tmp_path / "pdo.html", tmp_path / "pdo.png"
+    _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
+               dict(structure="pdo", checkpoint=None, images=True, arrows=False, html=str(html), png=str(png)))
+    page = html.read_text()
+    assert page.count("addCylinder") == 12 and page.count("addCustom") > 18 and "untrained generator" in page
+    assert png.is_file()
+
+
+def test_case_study_small(tmp_path):
+    res, fig = tmp_path / "results", tmp_path / "fig"
+    params = dict(crystal_calc="emt", relax_crystal=False, crystal_atoms=[0, 2, 16], n_samples=2,
+                  physical_train=["ethanol"], physical_held_out=["snph4"], physical_crystal=True, n_random=4,
+                  results_dir=str(res), figures_dir=str(fig))
+    _papermill(NBS / "case_study.ipynb", tmp_path / "out.ipynb", params)
+    cs = json.loads((res / "case_study.json").read_text())
+    assert cs["snph4"]["formula"] == "H4NPS" and len(cs["snph4"]["probe"]["smape_percent"]) == 7
+    assert {"spearman_direction", "spearman_atom", "stiffest_match_fraction"} <= set(cs["snph4"]["summary"])
+    assert len(cs["snph4"]["p_h_alignment"]) == 2
+    assert cs["crystal"]["formula"] == "H2O8Pd8" and len(cs["crystal"]["o_o_alignment"]) == 4
+    assert 0 <= cs["crystal"]["o_o_cos_smallest_mean"] <= 1 and cs["crystal"]["probe"]["indices"] == [0, 2, 16]
+    assert cs["versions"]["torch"] and "sMAPE" in cs["smape_definition"]
+    phys = json.loads((res / "physical_covariance.json").read_text())
+    assert set(phys["summary"]) == {"anids", "denoisevae", "anids_untrained", "random_orientation"}
+    assert set(phys["summary"]["anids"]) == {"train_molecules", "held_out_molecules", "crystals"}
+    for key in ("stiff_cos_mean", "trace_spearman", "shape_distance_mean"):
+        assert phys["summary"]["anids"]["held_out_molecules"][key] is not None
+    assert phys["summary"]["denoisevae"]["train_molecules"]["stiff_cos_mean"] is None   # isotropic: undefined
+    assert [s["name"] for s in phys["structures"]] == ["ethanol", "snph4", "PdO+2OH"]
+    assert phys["structures"][2]["hessian"]["n_rigid_modes"] == 3 and "definitions" in phys
+    for name in ("case_study_snph4_probe.png", "case_study_crystal_probe.png", "physical_covariance.png",
+                 "case_study_snph4.html", "case_study_crystal.html"):
+        assert (fig / name).is_file(), name

@@ -42,6 +42,17 @@ def test_covariance_viewer_molecule_with_default_checkpoint(tmp_path):
     assert png.stat().st_size > 10_000
 
 
+def test_covariance_viewer_offline_page(tmp_path):
+    """With js_file the page embeds the given 3Dmol.js and never loads the CDN copy."""
+    html, js = tmp_path / "w.html", tmp_path / "3Dmol-min.js"
+    js.write_text("window.$3Dmol = {marker: 'local copy'};")
+    _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
+               dict(structure="H2O", checkpoint=None, html=str(html), png=str(tmp_path / "w.png"), js_file=str(js)))
+    page = html.read_text()
+    assert "local copy" in page and page.index("local copy") < page.index("$3Dmolpromise = Promise.resolve()")
+    assert page.count("addCustom") == 3
+
+
 def test_covariance_viewer_crystal_untrained_with_images(tmp_path):
     html, png = tmp_path / "pdo.html", tmp_path / "pdo.png"
     _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
@@ -63,6 +74,11 @@ def test_case_study_small(tmp_path):
     assert len(cs["snph4"]["p_h_alignment"]) == 2
     assert cs["crystal"]["formula"] == "H2O8Pd8" and len(cs["crystal"]["o_o_alignment"]) == 4
     assert 0 <= cs["crystal"]["o_o_cos_smallest_mean"] <= 1 and cs["crystal"]["probe"]["indices"] == [0, 2, 16]
+    assert len(cs["crystal"]["o_o_alignment_physical"]) == 4 and 0 <= cs["crystal"]["o_o_cos"]["physical"] <= 1
+    assert cs["crystal"]["hessian"]["n_rigid_modes"] == 3 and cs["settings"]["probe_calc"] == "gfn2"
+    change = cs["crystal"]["structure_change"]                 # not relaxed: the ideal lattice, Pd four-fold
+    assert change["max_displacement_A"] == 0 and change["Pd_O_coordination"] == [4] * 8
+    assert cs["crystal"]["o_o_cos"]["anids_ideal_lattice"] == cs["crystal"]["o_o_cos"]["anids"]   # same structure
     assert cs["versions"]["torch"] and "sMAPE" in cs["smape_definition"]
     phys = json.loads((res / "physical_covariance.json").read_text())
     assert set(phys["summary"]) == {"anids", "denoisevae", "anids_untrained", "random_orientation"}

@@ -10,7 +10,7 @@ from .train import TrainConfig, TRAIN_PRESETS, make_config, fit
 from . import data as D
 
 # %% auto #0
-__all__ = ['build_parser', 'load_sets', 'main']
+__all__ = ['build_parser', 'load_sets', 'run', 'main']
 
 # %% ../nbs/08_cli.ipynb #941c9916
 def _bool(s: str) -> bool:
@@ -21,29 +21,31 @@ def _bool(s: str) -> bool:
 def build_parser() -> argparse.ArgumentParser:
     "The argument parser of `anids-train` (every TrainConfig field is an option)."
     p = argparse.ArgumentParser(prog="anids-train", description="Train a force field with AniDS (or a baseline) denoising.",
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+)
     g = p.add_argument_group("data")
     g.add_argument("--train", help="training structures: extxyz / ASE db / MD17-format npz")
     g.add_argument("--val", help="validation structures (default: --val-fraction of --train)")
     g.add_argument("--test", help="test structures (evaluated without noise)")
     g.add_argument("--md17", help="an MD17 molecule instead of --train (950/50/rest split)")
-    g.add_argument("--source", default="bundled", choices=["bundled", "md17"], help="with --md17: bundled GFN2-xTB data or the real files")
-    g.add_argument("--val-fraction", type=float, default=0.05)
-    g.add_argument("--energy-key", default="energy"); g.add_argument("--forces-key", default="forces")
-    g.add_argument("--stress-key", default=None)
+    g.add_argument("--source", default="bundled", choices=["bundled", "md17"], help="with --md17: bundled GFN2-xTB data or the real files (default bundled)")
+    g.add_argument("--val-fraction", type=float, default=0.05, help="validation share of --train without --val (default 0.05)")
+    g.add_argument("--energy-key", default="energy", help="energy key of the files (default energy)")
+    g.add_argument("--forces-key", default="forces", help="forces key of the files (default forces)")
+    g.add_argument("--stress-key", default=None, help="stress key of the files (default: no stress)")
     g.add_argument("--energy-unit", default=None, help="energy unit of the files (default eV; kcal/mol for npz)")
-    g.add_argument("--length-unit", default="A")
+    g.add_argument("--length-unit", default="A", help="length unit of the files (default A)")
     g.add_argument("--report-unit", default=None, help="also report errors in this unit (default: the files' unit)")
     r = p.add_argument_group("run")
     r.add_argument("--out", required=True, help="output directory")
     r.add_argument("--recipe", choices=sorted(TRAIN_PRESETS), help="start from a named training recipe")
-    r.add_argument("--pretrained", help="start from these weights (model.pt or a Lightning checkpoint)")
+    r.add_argument("--pretrained", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
+                   "QM9 pre-training of this backbone, preset and method); its generator is then frozen")
     r.add_argument("--resume", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")
     c = p.add_argument_group("configuration (anids.train.TrainConfig)")
     c.add_argument("--noise", dest="method", default=None, help="noise method: none, dens, denoisevae, anids-add, anids")
     for f in fields(TrainConfig):
         if f.name == "method": continue
-        typ = _bool if f.type in (bool, "bool") else {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
+        typ = _bool if str(f.type).replace(" ", "") in ("bool", "bool|None", str(bool)) else {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
         c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=f"(default {f.default!r})")
     return p
 
@@ -77,8 +79,8 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
     test = _read(args.test, args, "eV") if args.test else None
     return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test}
 
-def main(argv: list[str]|None = None) -> dict:
-    "Entry point of `anids-train`."
+def run(argv: list[str]|None = None) -> dict:
+    "Parse `argv`, train, print the errors; returns the metrics (what `anids-train` does)."
     args = build_parser().parse_args(argv)
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     try:
@@ -95,6 +97,11 @@ def main(argv: list[str]|None = None) -> dict:
                   f"({m[f'force_mae_{args.report_unit or unit}/A']:.4f} {args.report_unit or unit}/A)")
     print(f"wrote {Path(args.out) / 'metrics.json'}")
     return metrics
+
+def main(argv: list[str]|None = None) -> int:
+    "Entry point of `anids-train`: exit status 0 after a successful run (errors exit with a one-line message)."
+    run(argv)
+    return 0
 
 # %% ../nbs/08_cli.ipynb #fb140d60
 # `python -m anids.cli` (Lightning's DDP launcher re-runs this); not when this notebook itself runs in a kernel

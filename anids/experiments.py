@@ -41,9 +41,9 @@ def run_md17(molecule: str = "aspirin",
              dataset: str = "bundled",         # bundled (offline GFN2-xTB) | md17 (original files)
              preset: str = "demo",             # demo (CPU minutes) | paper (App. C table)
              epochs: int|None = None,          # fine-tuning epochs (default: the preset's)
-             pretrain_epochs: int|None = None, # Algorithm 1 epochs on the training geometries (0: none)
+             pretrain_epochs: int = 0,         # >0: Algorithm 1 on the training geometries instead of `pretrained`
              seed: int = 0,
-             pretrained: str|None = None,      # a pre-trained checkpoint (skips our pre-training)
+             pretrained: str|None = "qm9",     # 'qm9' (shipped checkpoint), a path, or None (psi trained jointly)
              device: str = "cpu",              # cpu | gpu
              out_dir: str|Path = "runs/md17",
              n_train: int = 950, n_val: int = 50, max_test: int|None = None,
@@ -55,15 +55,14 @@ def run_md17(molecule: str = "aspirin",
     sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
     recipe = "md17-paper" if preset == "paper" else "md17-demo"
     base = dict(backbone=backbone, method=method, seed=seed, progress=progress, accelerator=device,
-                preset="md17" if preset == "paper" else "demo", train_generator=False)
+                preset="md17" if preset == "paper" else "demo")
     if epochs is not None: base["epochs"] = epochs
     base.update(overrides)
     cfg = make_config(recipe, molecule=molecule, **base)
     out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{preset}_seed{seed}"
-    if pretrain_epochs is None: pretrain_epochs = 0 if preset == "paper" else 3
-    if method == "none": pretrain_epochs = 0  # nothing to pre-train with: the "no pre-training" row of Table 3
+    if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
     pre_metrics = None
-    if pretrained is None and pretrain_epochs > 0 and method != "none":
+    if pretrain_epochs > 0:
         pre_cfg = make_config("pretrain", backbone=backbone, preset=cfg.preset, generator_preset=cfg.generator_preset,
                               method=method, epochs=pretrain_epochs, seed=seed, progress=progress, accelerator=device,
                               sigma_p=cfg.sigma_p, batch_size=cfg.batch_size, lr=cfg.lr, warmup_epochs=0.5,

@@ -7,8 +7,8 @@ import math
 import torch
 
 # %% auto #0
-__all__ = ['masked_mean', 'anids_target', 'rescale_per_structure', 'anids_loss', 'kl_isotropic_prior', 'gamma_hinge',
-           'energy_loss', 'force_loss', 'stress_loss', 'LossWeights', 'total_loss', 'corruption_masks']
+__all__ = ['DENOISE_REDUCTIONS', 'masked_mean', 'anids_target', 'authors_target_scale', 'anids_loss', 'kl_isotropic_prior',
+           'gamma_hinge', 'energy_loss', 'force_loss', 'stress_loss', 'LossWeights', 'total_loss', 'corruption_masks']
 
 # %% ../nbs/05_losses.ipynb #b422b7cd
 def _as_mask(mask, n, device):
@@ -39,17 +39,25 @@ def anids_target(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     "L_i^{-T} eps_i = Sigma_i^{-1} (x~_i - x_i), by a triangular solve; [N, 3]."
     return torch.linalg.solve_triangular(L.transpose(1, 2), eps[:, :, None], upper=True).squeeze(-1)
 
-def rescale_per_structure(target: torch.Tensor, batch: torch.Tensor, mask: torch.Tensor|None = None,
-                          norm: float = 1.0, num_graphs: int|None = None) -> torch.Tensor:
-    "Scale each structure's target so that the mean norm over its (masked) atoms is `norm` (scale factor detached)."
-    m = _as_mask(mask, target.shape[0], target.device)
+DENOISE_REDUCTIONS = ("pooled_l2", "per_structure_sq")
+
+def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky factors of Sigma_i
+                         batch: torch.Tensor,              # [N] structure index
+                         mask: torch.Tensor|None = None,   # [N] corrupted atoms (None: all)
+                         num_graphs: int|None = None,
+                        ) -> torch.Tensor:
+    "Per-atom factor sqrt(3) / mean_{k in j, corrupted} ||L_k^{-T}||_F of the authors' `L_norm_std` (not detached)."
+    m = _as_mask(mask, L.shape[0], L.device)
     B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
-    n = torch.linalg.vector_norm(target, dim=-1).detach() * m
-    sums = torch.zeros(B, dtype=target.dtype, device=target.device).index_add_(0, batch, n)
-    cnt = torch.zeros(B, dtype=target.dtype, device=target.device).index_add_(0, batch, m.to(target.dtype))
+    eye = torch.eye(3, dtype=L.dtype, device=L.device).expand_as(L)
+    # ||L^{-T}||_F = ||L^{-1}||_F; one triangular solve per atom
+    frob = torch.linalg.matrix_norm(torch.linalg.solve_triangular(L, eye, upper=False))
+    w = m.to(L.dtype)
+    sums = torch.zeros(B, dtype=L.dtype, device=L.device).index_add(0, batch, frob * w)
+    cnt = torch.zeros(B, dtype=L.dtype, device=L.device).index_add_(0, batch, w)
     mean = sums / cnt.clamp_min(1)
-    factor = torch.where(mean > 0, norm / mean.clamp_min(1e-30), torch.ones_like(mean))
-    return target * factor[batch][:, None]
+    # atoms outside the mask get the factor 1 (their target is never used)
+    return torch.where(m, math.sqrt(3) / mean.clamp_min(1e-30)[batch], torch.ones_like(frob))
 
 def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise prediction phi(M~)_i
                L: torch.Tensor,                    # [N, 3, 3] Cholesky factors of Sigma_i
@@ -59,14 +67,20 @@ def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise
                num_graphs: int|None = None,
                target_scale: float|torch.Tensor = 1.0,  # constant or per-atom [N] factor on the target
                weight: torch.Tensor|None = None,   # optional per-atom weight (1 in Eq. 7)
+               reduction: str = "per_structure_sq",  # 'per_structure_sq' (Algorithm 2) | 'pooled_l2' (authors' code)
               ) -> torch.Tensor:
-    "Eq. 7: mean over (masked) atoms of ||pred_i - L_i^{-T} eps_i||^2."
+    "Eq. 7: the (masked) average of ||pred_i - s_i L_i^{-T} eps_i||^2 (or of its square root, 'pooled_l2')."
     if pred.shape != eps.shape or L.shape != (eps.shape[0], 3, 3):
         raise ValueError(f"shapes do not match: pred {tuple(pred.shape)}, L {tuple(L.shape)}, eps {tuple(eps.shape)}")
+    if reduction not in DENOISE_REDUCTIONS: raise ValueError(f"unknown reduction {reduction!r}; use one of {DENOISE_REDUCTIONS}")
     scale = target_scale[:, None] if torch.is_tensor(target_scale) and target_scale.ndim == 1 else target_scale
-    err = ((pred - scale * anids_target(L, eps)) ** 2).sum(-1)
-    if weight is not None: err = err * weight
-    return masked_mean(err, mask, batch, num_graphs)
+    sq = ((pred - scale * anids_target(L, eps)) ** 2).sum(-1)
+    if reduction == "pooled_l2":
+        err = torch.sqrt(sq + 1e-12) - 1e-6   # finite gradient at a perfect prediction
+        if weight is not None: err = err * weight
+        return masked_mean(err, mask)          # one pool of atoms: the batch's corrupted atoms
+    if weight is not None: sq = sq * weight
+    return masked_mean(sq, mask, batch, num_graphs)
 
 # %% ../nbs/05_losses.ipynb #dc0a2086
 def kl_isotropic_prior(sigma: torch.Tensor,      # [N, 3, 3] covariances

@@ -10,12 +10,12 @@ from torch import nn
 from .graphs import Graph, radius_graph, edge_vectors
 from .backbones import Backbone, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
-from .losses import (anids_loss, anids_target, rescale_per_structure, kl_isotropic_prior, gamma_hinge,
+from .losses import (anids_loss, anids_target, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'build_model', 'save_model', 'load_model',
-           'atoms_batch', 'AniDSCalculator']
+__all__ = ['CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'covariance_stats', 'cache_covariances',
+           'build_model', 'save_model', 'load_model', 'atoms_batch', 'AniDSCalculator']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -25,7 +25,8 @@ class DenoisingConfig:
     r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is
     sigma_p: float = 0.05          # prior std of Eq. 8 (DESIGN.md: 0.05 in the MD17 fine-tuning)
     kappa: float = 0.30            # target anisotropic mass of Eq. 9
-    target_scale: str = "prior"    # 'prior': target x sigma_p; 'none': Eq. 7 as written; 'per_structure': authors' rescale
+    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 7 as written)
+    denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
     force_loss: str = "l2mae"      # 'l2mae' or 'mse'
@@ -33,7 +34,9 @@ class DenoisingConfig:
 
     def __post_init__(self):
         if self.target_scale not in ("prior", "none", "per_structure"):
-            raise ValueError(f"unknown target_scale {self.target_scale!r}; use 'prior', 'none' or 'per_structure'")
+            raise ValueError(f"unknown target_scale {self.target_scale!r}; use 'per_structure', 'prior' or 'none'")
+        if self.denoise_reduction not in DENOISE_REDUCTIONS:
+            raise ValueError(f"unknown denoise_reduction {self.denoise_reduction!r}; use one of {DENOISE_REDUCTIONS}")
         if self.sigma_p <= 0: raise ValueError("sigma_p must be positive")
 
 @dataclass
@@ -112,7 +115,29 @@ class AniDSModel(nn.Module):
         return self.generator.covariance(data.z, data.pos, data.batch, getattr(data, "cell", None), getattr(data, "pbc", None))
 
     # ---------------------------------------------------------------- training objective
+    def covariance_of_structures(self, data, structures: torch.Tensor) -> Covariance:
+        """Sigma_i, Gamma_i, a_i for the atoms of the selected structures ([B] bool), computed on those structures
+        alone (Sigma_i depends only on its own structure, so this is exact); other atoms get sigma^2 I."""
+        B, batch, pos = int(data.num_graphs), data.batch, data.pos
+        cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
+        if bool(structures.all()): return self.covariance(data)
+        sel = structures[batch]
+        idx = torch.nonzero(structures).squeeze(1)
+        new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
+        new_id[idx] = torch.arange(idx.numel(), device=pos.device)
+        sub = self.generator.covariance(data.z[sel], pos[sel], new_id[batch[sel]],
+                                        cell.reshape(B, 3, 3)[idx] if cell is not None else None,
+                                        pbc.reshape(B, 3)[idx] if pbc is not None else None)
+        n, s2 = pos.shape[0], self.generator.sigma ** 2
+        atoms = (torch.nonzero(sel).squeeze(1),)
+        eye = torch.eye(3, dtype=pos.dtype, device=pos.device)
+        sigma = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.sigma)
+        gamma = torch.zeros(n, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.gamma_sum)
+        a = torch.full((n,), s2, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.a)
+        return Covariance(sigma, gamma, a)
+
     def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
+               stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         "One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms)."
         B = int(data.num_graphs)
@@ -125,9 +150,18 @@ class AniDSModel(nn.Module):
             _, atom_mask = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
         corrupt = bool(atom_mask.any())
         if corrupt:
-            with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
-                cov = self.covariance(data)
-            noise, L, eps = sample_anisotropic(cov.sigma, generator=rng)
+            cached = getattr(data, "noise_chol", None)
+            if cached is not None and not cfg.train_generator:
+                # frozen psi: Sigma_i = L_i L_i^T was computed once from the clean structure (cache_covariances)
+                L = cached.to(pos.dtype)
+                cov = Covariance(L @ L.transpose(1, 2), data.noise_gamma.to(pos.dtype), data.noise_a.to(pos.dtype))
+            else:
+                # psi runs only on the structures that have corrupted atoms
+                corrupted_structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atom_mask], True)
+                with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
+                    cov = self.covariance_of_structures(data, corrupted_structures)
+                L = None
+            noise, L, eps = sample_anisotropic(cov.sigma, generator=rng, L=L)
             m = atom_mask[:, None].to(pos.dtype)
             noisy = pos + noise * m
             if cfg.force_encoding and has_forces:
@@ -146,16 +180,17 @@ class AniDSModel(nn.Module):
         if corrupt:
             scale = 1.0
             if cfg.target_scale == "prior": scale = self.generator.sigma
-            if cfg.target_scale == "per_structure":
-                target = rescale_per_structure(anids_target(L, eps), batch, atom_mask, cfg.sigma_p * math.sqrt(3), B)
-                raw = anids_target(L, eps)
-                scale = torch.where(raw.norm(dim=-1) > 0, target.norm(dim=-1) / raw.norm(dim=-1).clamp_min(1e-30),
-                                    torch.ones_like(raw[:, 0])).detach()
-            terms["denoise"] = anids_loss(pred.vector, L, eps, atom_mask, batch, B, target_scale=scale)
+            if cfg.target_scale == "per_structure": scale = authors_target_scale(L, batch, atom_mask, B)
+            terms["denoise"] = anids_loss(pred.vector, L, eps, atom_mask, batch, B, target_scale=scale,
+                                          reduction=cfg.denoise_reduction)
+            # the regularisers average like the denoising term: pooled over the batch's corrupted atoms or per structure
+            rb = None if cfg.denoise_reduction == "pooled_l2" else batch
             if cfg.train_generator and self.generator.learned:
-                terms["kl"] = kl_isotropic_prior(cov.sigma, cfg.sigma_p, atom_mask, batch, B, L=L)
+                terms["kl"] = kl_isotropic_prior(cov.sigma, cfg.sigma_p, atom_mask, rb, B, L=L)
                 if self.method in ("anids", "anids-add") and weights.gamma > 0:
-                    terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, batch, B)
+                    terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, rb, B)
+            if stats is not None and self.generator.learned:
+                stats.update(covariance_stats(cov, L, atom_mask, cfg.sigma_p))
         if not terms:
             raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
         return total_loss(terms, weights), terms
@@ -164,6 +199,49 @@ class AniDSModel(nn.Module):
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
         return kl_isotropic_prior(cov.sigma, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+
+@torch.no_grad()
+def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:
+    "What the generator does on the masked atoms: KL to the prior, mean Gamma_i, mean and spread of a_i, anisotropy."
+    if not bool(mask.any()): return {}
+    sig = cov.sigma[mask].detach()
+    ev = torch.linalg.eigvalsh(sig)
+    a = cov.a[mask].detach()
+    return {"kl": float(kl_isotropic_prior(sig, sigma_p, L=None if L is None else L[mask].detach())),
+            "gamma_mean": float(cov.gamma_sum[mask].mean()), "a_mean": float(a.mean()),
+            "a_std": float(a.std(unbiased=False)), "anisotropy": float((ev[:, 2] / ev[:, 0]).mean())}
+
+
+# %% ../nbs/06_model.ipynb #c7a87d95
+@torch.no_grad()
+def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progress: bool = False) -> list:
+    "Copies of `structures` that carry the frozen generator's L_i = Cholesky(Sigma_i), a_i and Gamma_i per atom."
+    from torch_geometric.loader import DataLoader
+    if not model.generator.learned:
+        raise ValueError(f"method {model.method!r} has no learned generator: there is nothing to cache")
+    structures = list(structures)
+    dtype = next(model.parameters()).dtype
+    was_training = model.training
+    model.eval()
+    out, loader = [], DataLoader(structures, batch_size=batch_size, shuffle=False)
+    if progress:
+        from tqdm.auto import tqdm
+        loader = tqdm(loader, desc="caching Sigma_i", leave=False)
+    try:
+        for b in loader:
+            b.pos = b.pos.to(dtype)
+            cov = model.covariance(b)
+            L, info = torch.linalg.cholesky_ex(cov.sigma)
+            if bool((info > 0).any()):
+                raise ValueError(f"Sigma of atom {int(torch.nonzero(info > 0)[0, 0])} of a batch is not positive definite")
+            for k in range(int(b.num_graphs)):
+                s = structures[len(out)].clone()
+                lo, hi = int(b.ptr[k]), int(b.ptr[k + 1])
+                s.noise_chol, s.noise_a, s.noise_gamma = L[lo:hi].clone(), cov.a[lo:hi].clone(), cov.gamma_sum[lo:hi].clone()
+                out.append(s)
+    finally:
+        model.train(was_training)
+    return out
 
 # %% ../nbs/06_model.ipynb #00d7b2b4
 CHECKPOINT_FORMAT = "anids-model-v1"

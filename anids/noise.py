@@ -62,10 +62,15 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
 # %% ../nbs/04_noise.ipynb #70c2ec30
 def sample_anisotropic(sigma: torch.Tensor,             # [N, 3, 3] covariances
                        generator: torch.Generator|None = None,  # torch RNG for reproducible draws
+                       L: torch.Tensor|None = None,     # its Cholesky factors, if already known (cached)
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Draw noise_i = L_i eps_i with L_i = Cholesky(Sigma_i), eps_i ~ N(0, I); returns (noise, L, eps)."
     if sigma.ndim != 3 or sigma.shape[1:] != (3, 3): raise ValueError(f"sigma must be [N, 3, 3], got {tuple(sigma.shape)}")
-    L, info = torch.linalg.cholesky_ex(sigma)
+    if L is not None:
+        if L.shape != sigma.shape: raise ValueError(f"L must have the shape of sigma {tuple(sigma.shape)}, got {tuple(L.shape)}")
+        info = torch.zeros(sigma.shape[0], dtype=torch.int32)
+    else:
+        L, info = torch.linalg.cholesky_ex(sigma)
     if bool((info > 0).any()):
         k = int(torch.nonzero(info > 0)[0, 0])
         raise ValueError(f"Sigma of atom {k} is not positive definite: {sigma[k].detach().tolist()}")

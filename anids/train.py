@@ -13,13 +13,14 @@ from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
 from ase import units
 import anids
-from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model
+from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances
 from .losses import LossWeights
 from .data import atomic_reference_energies
 
 # %% auto #0
-__all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'TrainConfig', 'make_config', 'cosine_with_warmup', 'AniDSModule', 'evaluate',
-           'in_units', 'versions', 'force_rms', 'fit']
+__all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config',
+           'cosine_with_warmup', 'AniDSModule', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name',
+           'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions', 'force_rms', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -37,9 +38,11 @@ class TrainConfig:
     r: float = 0.25                  # r_AniDS
     sigma_p: float = 0.05            # prior std; also DeNS's fixed std
     kappa: float = 0.30
-    target_scale: str = "prior"      # prior | none | per_structure
+    target_scale: str = "per_structure"  # per_structure (authors' L_norm_std) | prior | none (see anids.losses)
+    denoise_reduction: str = "pooled_l2"  # pooled_l2 (authors' code) | per_structure_sq (Algorithm 2 as printed)
     force_encoding: bool = True
-    train_generator: bool = False    # False: psi frozen (fine-tuning); True: trained jointly
+    train_generator: bool|None = None  # None: joint without a pre-trained generator, frozen with one; True / False force it
+    generator_lr: float = 0.0        # learning rate of psi when it trains (0: the same as lr)
     kl_warmup_threshold: float = 0.0 # >0: train psi on KL alone until KL < threshold (OC22: 2.0)
     # loss weights
     lambda_energy: float = 1.0
@@ -73,12 +76,14 @@ class TrainConfig:
     def __post_init__(self):
         if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
         if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
+        if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
 
     def denoising(self) -> DenoisingConfig:
         pre = self.scheme == "pretrain"
         return DenoisingConfig(p=1.0 if pre else self.p, r=1.0 if pre else self.r, sigma_p=self.sigma_p, kappa=self.kappa,
-                               target_scale=self.target_scale, force_encoding=self.force_encoding and not pre,
-                               train_generator=True if pre else self.train_generator, force_loss=self.force_loss)
+                               target_scale=self.target_scale, denoise_reduction=self.denoise_reduction,
+                               force_encoding=self.force_encoding and not pre,
+                               train_generator=True if pre else bool(self.train_generator), force_loss=self.force_loss)
 
     def weights(self) -> LossWeights:
         pre = self.scheme == "pretrain"
@@ -91,11 +96,16 @@ TRAIN_PRESETS = {
     # PaiNN until the Equiformer backbone lands (see md17_finetune.ipynb)
     "md17-paper": dict(preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False),
+                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
     # the same recipe, scaled to a 2-core CPU and ~10 minutes
     "md17-demo": dict(preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
                       ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                      denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=True),
+                      denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
+    # the best we offer on a 2-core CPU: ~1000 small-molecule structures in at most 30 minutes (benchmarks/compare_mace.py)
+    "cpu-30min": dict(backbone="painn", preset="demo", generator_preset="generator", epochs=150, batch_size=8, lr=2e-3,
+                      weight_decay=1e-6, warmup_epochs=2, min_lr_ratio=0.01, ema_decay=0.995, lambda_energy=1,
+                      lambda_force=80, p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,
+                      train_generator=None, check_val_every_n_epoch=5),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
     # (4000 warm-up steps of 40000 = the first 10% of the run)
     "pretrain": dict(scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
@@ -119,6 +129,9 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
     unknown = set(overrides) - names
     if unknown: raise ValueError(f"unknown settings {sorted(unknown)}")
     cfg.update({k: v for k, v in overrides.items() if v is not None})
+    # a shorter run keeps its warm-up in proportion: at most a tenth of the epochs unless it was set explicitly
+    if overrides.get("epochs") is not None and overrides.get("warmup_epochs") is None:
+        cfg["warmup_epochs"] = min(cfg.get("warmup_epochs", TrainConfig.warmup_epochs), 0.1 * cfg["epochs"])
     return TrainConfig(**cfg)
 
 # %% ../nbs/07_train.ipynb #72dec814
@@ -158,8 +171,11 @@ class AniDSModule(L.LightningModule):
                 self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
             return kl
         w = self.current_weights()
-        total, terms = self.model.losses(batch, self.noise_cfg, w)
+        stats = {}
+        total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
         for k, v in terms.items(): self.log(f"train/{k}", v, batch_size=B, sync_dist=False)
+        # what psi does, averaged over the epoch: KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min
+        for k, v in stats.items(): self.log(f"noise/{k}", v, batch_size=B, on_step=False, on_epoch=True)
         self.log("train/loss", total, batch_size=B, prog_bar=True)
         self.log("train/lambda_denoise", w.denoise, batch_size=B)
         return total
@@ -181,11 +197,12 @@ class AniDSModule(L.LightningModule):
     def test_step(self, batch, batch_idx): return self._eval_step(batch, "test")
 
     def configure_optimizers(self):
-        params = [p for p in self.model.parameters() if p.requires_grad]
-        if not self.noise_cfg.train_generator:  # frozen psi: not even weight decay touches it
-            gen = {id(p) for p in self.model.generator.parameters()}
-            params = [p for p in params if id(p) not in gen]
-        opt = torch.optim.AdamW(params, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        gen = {id(p) for p in self.model.generator.parameters()}
+        groups = [{"params": [p for p in self.model.parameters() if p.requires_grad and id(p) not in gen], "lr": self.cfg.lr}]
+        if self.noise_cfg.train_generator or self.in_kl_warmup:  # frozen psi: not even weight decay touches it
+            gp = [p for p in self.model.generator.parameters() if p.requires_grad]
+            if gp: groups.append({"params": gp, "lr": self.cfg.generator_lr or self.cfg.lr})
+        opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
         warmup = int(round(self.cfg.warmup_epochs * self.steps_per_epoch))
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: cosine_with_warmup(s, self.total_steps, warmup, self.cfg.min_lr_ratio))
@@ -196,17 +213,22 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
     "Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise."
     if len(structures) == 0: raise ValueError("cannot evaluate on an empty set of structures")
     model.eval()
-    e_err, f_err, n_f = [], 0.0, 0
+    e_err, n_atoms, f_abs, f_sq, n_f = [], [], 0.0, 0.0, 0
     dtype = next(model.parameters()).dtype
+    device = next(model.parameters()).device
     for batch in DataLoader(list(structures), batch_size=batch_size, shuffle=False):
+        batch = batch.to(device)
         batch.pos = batch.pos.to(dtype)
         with torch.enable_grad():
             pred = model.predict(batch)
-        e_err.append((pred.energy.detach() - batch.energy.double()).abs())
-        f_err += float((pred.forces.detach().double() - batch.forces.double()).abs().sum())
-        n_f += batch.forces.numel()
-    return {"energy_mae_eV": float(torch.cat(e_err).mean()), "force_mae_eV_A": f_err / n_f,
-            "n_structures": len(structures)}
+        e_err.append((pred.energy.detach() - batch.energy.double()).cpu())
+        n_atoms.append(torch.bincount(batch.batch, minlength=int(batch.num_graphs)).cpu().double())
+        d = pred.forces.detach().double() - batch.forces.double()
+        f_abs += float(d.abs().sum()); f_sq += float((d ** 2).sum()); n_f += d.numel()
+    e, n = torch.cat(e_err), torch.cat(n_atoms)
+    return {"energy_mae_eV": float(e.abs().mean()), "energy_rmse_eV": float(e.pow(2).mean().sqrt()),
+            "energy_mae_eV_atom": float((e / n).abs().mean()), "energy_rmse_eV_atom": float((e / n).pow(2).mean().sqrt()),
+            "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures)}
 
 def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
     "Add the metrics in `energy_unit` (and energy_unit/A) and the force MAE in meV/A."
@@ -216,7 +238,67 @@ def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
     out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor[energy_unit]
     out[f"force_mae_{energy_unit}/A"] = metrics["force_mae_eV_A"] * factor[energy_unit]
     out["force_mae_meV_A"] = metrics["force_mae_eV_A"] * 1000.0
+    for k in ("energy_mae", "energy_rmse"):
+        if f"{k}_eV" in metrics: out[f"{k}_meV"] = metrics[f"{k}_eV"] * 1000.0
+        if f"{k}_eV_atom" in metrics: out[f"{k}_meV_atom"] = metrics[f"{k}_eV_atom"] * 1000.0
+    if "force_rmse_eV_A" in metrics: out["force_rmse_meV_A"] = metrics["force_rmse_eV_A"] * 1000.0
     return out
+
+# %% ../nbs/07_train.ipynb #9ec7dca1
+LEARNED_METHODS = ("denoisevae", "anids-add", "anids")
+PRETRAINED_NAMES = ("qm9", "pcqm4mv2")
+
+def checkpoint_dirs() -> list[Path]:
+    "Where named pre-trained checkpoints are looked for: `$ANIDS_CHECKPOINT_DIR`, the checkout's data/checkpoints, the install's share/."
+    import sys
+    from anids.data import repo_root
+    if os.environ.get("ANIDS_CHECKPOINT_DIR"): return [Path(os.environ["ANIDS_CHECKPOINT_DIR"]).expanduser()]
+    root = repo_root()
+    return ([root / "data" / "checkpoints"] if root is not None else []) + [Path(sys.prefix) / "share" / "anids" / "data" / "checkpoints"]
+
+def pretrained_name(dataset: str, backbone: str, preset: str, method: str) -> str:
+    return f"pretrain_{dataset}_{backbone}_{preset}_{method}.pt"
+
+def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
+    "A checkpoint path, or a dataset name ('qm9') resolved to the shipped checkpoint of config's backbone, preset and method."
+    path = Path(pretrained)
+    if str(pretrained) not in PRETRAINED_NAMES:
+        if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {path}")
+        return path
+    if config.method not in LEARNED_METHODS + ("dens",):
+        raise ValueError(f"method {config.method!r} has no pre-trained generator (it is the 'no pre-training' baseline); "
+                         "leave out the pre-trained checkpoint")
+    name = pretrained_name(str(pretrained), config.backbone, config.preset, config.method)
+    for d in checkpoint_dirs():
+        if (d / name).is_file(): return d / name
+    have = sorted(p.name for d in checkpoint_dirs() if d.is_dir() for p in d.glob(f"pretrain_{pretrained}_*.pt"))
+    raise FileNotFoundError(f"no checkpoint {name} pre-trained on {pretrained} for backbone {config.backbone!r}, preset "
+                            f"{config.preset!r}, method {config.method!r} in {[str(d) for d in checkpoint_dirs()]}; "
+                            f"available: {have or 'none'} (make one with nbs/pretrain.ipynb)")
+
+def has_trained_generator(src: AniDSModel|None, config: TrainConfig) -> bool:
+    "Whether checkpoint model `src` holds generator weights for config's method and generator preset."
+    return (src is not None and src.generator.learned and src.method == config.method
+            and src.spec.get("generator_preset") == config.generator_preset
+            and src.spec.get("backbone") == config.backbone)
+
+def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretrained=None) -> bool:
+    "Whether psi trains in this run (see the table above); raises where psi would stay at its initial weights."
+    if config.scheme == "pretrain": return True
+    if config.method not in LEARNED_METHODS: return bool(config.train_generator)   # none / dens: nothing to learn
+    if src is None:
+        if config.train_generator is False:
+            raise ValueError(f"method {config.method!r} with a frozen generator needs pre-trained generator weights "
+                             "(pretrained=..., --pretrained); without them psi would stay at its random initial weights. "
+                             "Leave train_generator unset (or True) to train psi jointly (Algorithm 2)")
+        return True
+    if not has_trained_generator(src, config):
+        if config.train_generator is True: return True   # asked for: a fresh generator trained jointly
+        raise ValueError(f"{pretrained} holds no trained {config.method!r} generator with generator preset "
+                         f"{config.generator_preset!r} (it was made with method {src.method!r}, generator preset "
+                         f"{src.spec.get('generator_preset')!r}); pre-train one, or set train_generator=True "
+                         "(--train-generator true) to train a fresh generator jointly")
+    return False if config.train_generator is None else bool(config.train_generator)
 
 # %% ../nbs/07_train.ipynb #200701f9
 def _git_revision() -> str|None:
@@ -258,16 +340,27 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                 generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale)
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
-    module = AniDSModule(spec, asdict(config), steps_per_epoch)
+    src = None
     if pretrained is not None:
+        pretrained = resolve_pretrained(pretrained, config)
         src = load_model(pretrained)
-        missing, unexpected = module.model.load_state_dict(src.state_dict(), strict=False)
+    config = replace(config, train_generator=generator_scheme(config, src, pretrained))
+    module = AniDSModule(spec, asdict(config), steps_per_epoch)
+    if src is not None:
+        keep_gen = has_trained_generator(src, config)
+        state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
+        missing, unexpected = module.model.load_state_dict(state, strict=False)
         for name in ("atomic_energies",):  # keep this dataset's statistics
             getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
         if any(not k.startswith("generator") for k in missing):
             raise ValueError(f"pretrained weights from {pretrained} do not fit the denoiser: missing {missing[:5]}")
     if not module.noise_cfg.train_generator:
         for p in module.model.generator.parameters(): p.requires_grad_(False)
+        if module.model.generator.learned:
+            # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
+            t_cache = time.time()
+            train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
+            extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache}
     callbacks = [ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
                                  mode="min", save_last=True)]
     if config.ema_decay > 0: callbacks.append(EMAWeightAveraging(decay=config.ema_decay))
@@ -292,7 +385,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     # every rank must hold the same weights: a cheap cross-rank check, stored with the metrics
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
     all_checksums = trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()
-    metrics = {"config": asdict(config), "model_spec": spec, "units": {"energy": "eV", "forces": "eV/A", "reported_in": energy_unit},
+    metrics = {"config": asdict(config), "model_spec": spec, "pretrained": str(pretrained) if pretrained else None, "units": {"energy": "eV", "forces": "eV/A", "reported_in": energy_unit},
                "sizes": {"train": len(train_set), "val": len(val_set), "test": len(test_set) if test_set is not None else 0},
                "n_parameters": sum(p.numel() for p in model.parameters()),
                "n_parameters_denoiser": sum(p.numel() for p in model.denoiser.parameters()),

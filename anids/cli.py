@@ -86,6 +86,10 @@ def run(argv: list[str]|None = None) -> dict:
     try:
         config = make_config(args.recipe, molecule=args.md17, **overrides)
         train, val, test, unit, extra = load_sets(args)
+        # every set is checked before any training, so a bad element in --test does not surface after the run
+        for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
+                                       ("test set", test, args.test)):
+            if structures is not None: D.validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
         metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
                       energy_unit=args.report_unit or unit, extra=extra)
     except (ValueError, FileNotFoundError, D.DatasetNotAvailableError) as e:

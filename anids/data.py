@@ -2,22 +2,34 @@
 
 # %% auto #0
 __all__ = ['ENERGY_UNITS', 'LENGTH_UNITS', 'MIN_DISTANCE', 'MD17_KEYS', 'MD17_MOLECULES', 'RMD17_MOLECULES', 'MD22_NAMES',
-           'DOWNLOADS', 'RMD17_KEYS', 'energy_factor', 'length_factor', 'force_factor', 'atoms_to_data',
-           'data_to_atoms', 'frames_to_data', 'load_npz_md17_format', 'read_provenance', 'DatasetNotAvailableError',
-           'ChecksumMismatchError', 'repo_root', 'cache_dir', 'file_hash', 'verify_file', 'download', 'fetch_file',
-           'bundled_dirs', 'bundled_path', 'load_md17', 'load_rmd17', 'rmd17_split', 'load_md22', 'read_structures',
-           'split_indices', 'atomic_reference_energies', 'dataset_statistics']
+           'DOWNLOADS', 'RMD17_KEYS', 'GEOMETRY_CACHE_VERSION', 'PRETRAIN_SPLITS', 'QM9_CSV_COLUMNS', 'energy_factor',
+           'length_factor', 'force_factor', 'atoms_to_data', 'data_to_atoms', 'frames_to_data', 'load_npz_md17_format',
+           'read_provenance', 'DatasetNotAvailableError', 'ChecksumMismatchError', 'repo_root', 'cache_dir',
+           'file_hash', 'verify_file', 'download', 'fetch_file', 'bundled_dirs', 'bundled_path', 'load_md17',
+           'load_rmd17', 'rmd17_split', 'load_md22', 'read_structures', 'validate_structures', 'split_indices',
+           'geometry_cache_path', 'save_geometries', 'load_geometries', 'pretrain_split_indices', 'geometries_to_data',
+           'qm9pack_csv_files', 'qm9_arrays', 'load_qm9', 'pcqm4mv2_arrays', 'load_pcqm4mv2',
+           'atomic_reference_energies', 'dataset_statistics']
 
 # %% ../nbs/00_data.ipynb #e6969538
+import csv
+import datetime
+import gzip
 import hashlib
+import importlib.metadata
+import importlib.util
+import io
 import json
 import os
+import re
 import shutil
 import site
 import sys
 import tarfile
+import time
 import urllib.error
 import urllib.request
+from array import array
 from pathlib import Path
 
 import ase
@@ -28,9 +40,10 @@ import torch
 import vesin
 from ase import Atoms
 from ase.calculators.singlepoint import SinglePointCalculator
-from ase.data import chemical_symbols
+from ase.data import atomic_numbers, chemical_symbols
 from ase.stress import full_3x3_to_voigt_6_stress, voigt_6_to_full_3x3_stress
 from torch_geometric.data import Data
+from tqdm import tqdm
 
 # %% ../nbs/00_data.ipynb #41bfe34b
 ENERGY_UNITS = {
@@ -440,6 +453,9 @@ DOWNLOADS = {
                   subdir="rmd17", sha256=None, md5=None),
     **{f"md22_{n}": dict(url=f"http://quantum-machine.org/gdml/repo/datasets/md22_{n}.npz", filename=f"md22_{n}.npz",
                          subdir="md22", sha256=None, md5=None) for n in MD22_NAMES},
+    # PCQM4Mv2 (OGB-LSC): 3D structures of the training molecules, one SDF in a tar.gz (see `load_pcqm4mv2`)
+    "pcqm4mv2": dict(url="http://ogb-data.stanford.edu/data/lsc/pcqm4m-v2-train.sdf.tar.gz",
+                     filename="pcqm4m-v2-train.sdf.tar.gz", subdir="pcqm4mv2", sha256=None, md5=None),
 }
 """Registry of downloadable files: key -> dict(url, filename, subdir of the cache, sha256, md5).
 We know of no published checksums for these files, so they are None (trust on first use, see `fetch_file`)."""
@@ -814,6 +830,47 @@ def _available_keys(atoms: Atoms) -> str:
     return f"info keys {sorted(atoms.info)}, arrays keys {sorted(arrays)}, calculator results {sorted(results)}"
 
 
+def _xyz_like(path: Path, format: str | None) -> bool:
+    fmt = (format or path.suffix.lstrip(".")).lower()
+    return fmt in ("xyz", "extxyz")
+
+
+def _xyz_truncation(path) -> str | None:
+    """Where an (extended) XYZ file ends in the middle of a frame, as text, or None.
+
+    Scans only the frame layout (atom-count line, comment line, one line per atom). Returns None for a
+    complete layout and for files it does not understand (then ASE's own message is the better one)."""
+    frames, line_no = 0, 0
+    with open(path, errors="replace") as fh:
+        while True:
+            line = fh.readline()
+            line_no += 1
+            if not line:
+                return None
+            if not line.strip():
+                continue
+            try:
+                n = int(line.split()[0])
+            except ValueError:
+                return None
+            start = line_no
+            if not fh.readline():
+                return (f"frame {frames} (line {start}) declares {n} atoms but the file ends before its comment line; "
+                        f"{frames} complete frame(s) were read before it (index=':{frames}' reads just those)")
+            line_no += 1
+            for k in range(n):
+                atom = fh.readline()
+                line_no += 1
+                short = len(atom.split()) < 4
+                if not atom or (short and not fh.readline()):
+                    return (f"frame {frames} (line {start}) declares {n} atoms but the file ends after {k} complete "
+                            f"atom line(s); {frames} complete frame(s) were read before it (index=':{frames}' reads "
+                            "just those)")
+                if short:  # a malformed line in the middle: not a truncation
+                    return None
+            frames += 1
+
+
 def read_structures(path, index=":", energy_key: str | None = "energy", forces_key: str | None = "forces",
                     stress_key: str | None = None, energy_unit: str = "eV", length_unit: str = "A",
                     format: str | None = None) -> list[Data]:
@@ -836,7 +893,8 @@ def read_structures(path, index=":", energy_key: str | None = "energy", forces_k
         ASE format name when it cannot be guessed from the file name.
 
     Raises FileNotFoundError for a missing file; ValueError naming the file and frame for a missing key
-    (listing the keys that are there), an unknown chemical symbol, an empty selection and every check of
+    (listing the keys that are there), an unknown chemical symbol, an empty selection, a truncated (ext)XYZ
+    file (naming the incomplete frame and how many complete frames precede it) and every check of
     `atoms_to_data` (non-finite values, shapes, unknown element, coincident atoms).
     """
     path = Path(path)
@@ -848,9 +906,13 @@ def read_structures(path, index=":", energy_key: str | None = "energy", forces_k
     except KeyError as e:  # ASE raises KeyError('Xx') for a symbol it does not know
         bad = e.args[0] if e.args else e
         raise ValueError(f"{path}: unknown chemical symbol {bad!r} (ASE knows H ... Og)") from e
-    except StopIteration as e:
-        raise ValueError(f"{path}: no structures selected by index={index!r}") from e
-    except Exception as e:  # empty file, unknown format, parse error
+    except Exception as e:  # truncated or empty file, unknown format, parse error
+        truncated = _xyz_truncation(path) if _xyz_like(path, format) else None
+        if truncated:  # ASE says "generator raised StopIteration", "pop from empty list", ...
+            raise ValueError(f"{path}: the file looks truncated: {truncated}. Copy or write it again "
+                             f"({type(e).__name__}: {e})") from e
+        if isinstance(e, StopIteration):
+            raise ValueError(f"{path}: no structures selected by index={index!r}") from e
         raise ValueError(f"{path}: cannot be read by ase.io.read ({type(e).__name__}: {e})") from e
     if isinstance(frames, Atoms):
         frames = [frames]
@@ -882,6 +944,49 @@ def read_structures(path, index=":", energy_key: str | None = "energy", forces_k
         ))
     return out
 
+# %% ../nbs/00_data.ipynb #cb4d902d
+def validate_structures(structures, max_z: int = 100, name: str = "training set") -> None:
+    """Check that every atomic number of every structure lies in 1..`max_z` (the backbones' embedding table).
+
+    Parameters
+    ----------
+    structures : list of Data
+        Structures with atomic numbers `z`.
+    max_z : int
+        Largest atomic number the model embeds (100 for the backbones of this project).
+    name : str
+        The set in error messages, e.g. `"training set"` or `"test set b.xyz"`.
+
+    Raises one ValueError naming the set, the first bad structure (its index, "frame") and atom, its element and
+    atomic number, the allowed range and how many atoms in how many structures are outside it, e.g.
+    `"test set b.xyz: frame 3, atom 0 is Og (Z=118); the backbones embed Z = 1..100"`.
+    """
+    max_z = int(max_z)
+    if not 1 <= max_z <= 118:
+        raise ValueError(f"max_z must lie in 1..118, got {max_z}")
+    zs = []
+    for k, s in enumerate(structures):
+        z = getattr(s, "z", None)
+        if z is None:
+            raise ValueError(f"{name}: frame {k} has no atomic numbers (field 'z')")
+        zs.append(torch.as_tensor(z).reshape(-1).to("cpu", torch.long))
+    if not zs:
+        return
+    counts = np.array([len(z) for z in zs], dtype=np.int64)
+    z = torch.cat(zs).numpy()
+    bad = np.flatnonzero((z < 1) | (z > max_z))
+    if bad.size == 0:
+        return
+    offsets = np.concatenate([[0], np.cumsum(counts)])
+    frames = np.searchsorted(offsets, bad, side="right") - 1
+    first, frame = int(bad[0]), int(frames[0])
+    zi = int(z[first])
+    msg = f"{name}: frame {frame}, atom {first - int(offsets[frame])} is {_symbol(zi)} (Z={zi}); the backbones embed Z = 1..{max_z}"
+    if bad.size > 1:
+        found = ", ".join(f"{_symbol(int(v))} (Z={int(v)})" for v in np.unique(z[bad]))
+        msg += f" ({bad.size} atoms in {len(np.unique(frames))} structure(s) are outside that range: {found})"
+    raise ValueError(msg)
+
 # %% ../nbs/00_data.ipynb #e0f81284
 def split_indices(n: int, n_train: int = 950, n_val: int = 50, n_test: int | None = None,
                   seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -906,6 +1011,514 @@ def split_indices(n: int, n_train: int = 950, n_val: int = 50, n_test: int | Non
     perm = np.random.default_rng(seed).permutation(n)
     cuts = np.cumsum([n_train, n_val, int(n_test)])
     return (np.sort(perm[:cuts[0]]), np.sort(perm[cuts[0]:cuts[1]]), np.sort(perm[cuts[1]:cuts[2]]))
+
+# %% ../nbs/00_data.ipynb #76d12a11
+GEOMETRY_CACHE_VERSION = 1
+"Format version of the geometry caches written by `save_geometries`; a cache with another version is rebuilt."
+
+PRETRAIN_SPLITS = ("train", "heldout", "all")
+"Splits of the pre-training sets (see `pretrain_split_indices`)."
+
+
+def geometry_cache_path(name: str, data_dir=None) -> Path:
+    """The geometry cache of data set `name`: `cache_dir(data_dir)/cache/<name>_geometries.npz`."""
+    return cache_dir(data_dir) / "cache" / f"{name}_geometries.npz"
+
+
+def _check_molecule(z: np.ndarray, pos: np.ndarray, label: str) -> None:
+    """Elements 1..118, finite positions, no two atoms closer than `MIN_DISTANCE` (one molecule, no cell)."""
+    if len(z) == 0:
+        raise ValueError(f"{label}: molecule has no atoms")
+    _check_atomic_numbers(z, label)
+    bad = np.flatnonzero(~np.isfinite(pos).all(axis=1))
+    if bad.size:
+        raise ValueError(f"non-finite position ({label}) at atom {int(bad[0])}: {pos[bad[0]].tolist()}")
+    if len(z) > 1:
+        d2 = np.square(pos[:, None, :] - pos[None, :, :]).sum(-1)
+        np.fill_diagonal(d2, np.inf)
+        k = int(np.argmin(d2))
+        if d2.flat[k] < MIN_DISTANCE**2:
+            a, b = sorted(divmod(k, len(z)))
+            raise ValueError(f"coincident atoms ({label}): atoms {a} ({_symbol(int(z[a]))}) and {b} ({_symbol(int(z[b]))}) "
+                             f"are {float(np.sqrt(d2.flat[k])):.4f} A apart (minimum allowed distance {MIN_DISTANCE} A)")
+
+
+class _GeometryBuffer:
+    """Collects molecules one at a time in compact typed arrays (float32 positions, uint8 elements)."""
+
+    def __init__(self):
+        self.pos, self.z, self.counts, self.ids = array("f"), array("B"), array("q"), array("q")
+        self.elements = set()
+
+    def add(self, z, pos, mol_id: int, label: str) -> None:
+        z = np.asarray(z, dtype=np.int64)
+        pos = np.asarray(pos, dtype=np.float64).reshape(-1, 3)
+        if len(pos) != len(z):
+            raise ValueError(f"{label}: {len(z)} elements but {len(pos)} positions")
+        _check_molecule(z, pos, label)
+        self.z.frombytes(z.astype(np.uint8).tobytes())
+        self.pos.frombytes(pos.astype(np.float32).tobytes())
+        self.counts.append(len(z))
+        self.ids.append(int(mol_id))
+        self.elements.update(np.unique(z).tolist())
+
+    def arrays(self) -> dict:
+        counts = np.frombuffer(self.counts, dtype=np.int64)
+        return dict(positions=np.frombuffer(self.pos, dtype=np.float32).reshape(-1, 3),
+                    numbers=np.frombuffer(self.z, dtype=np.uint8),
+                    offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                    ids=np.frombuffer(self.ids, dtype=np.int64))
+
+
+def _source_record(path: Path) -> dict:
+    return dict(name=path.name, size=path.stat().st_size, sha256=file_hash(path))
+
+
+def _anids_version():
+    try:
+        return importlib.metadata.version("anids")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def save_geometries(path, positions, numbers, offsets, ids, provenance: dict) -> Path:
+    """Write a geometry cache (keys `positions`, `numbers`, `offsets`, `ids`, `provenance`; see the table above).
+
+    The file is written under a temporary name and renamed when complete, so an interrupted conversion never
+    leaves a half-written cache behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp_path = path.with_name(f"{path.name}.{os.getpid()}.part")
+    try:
+        with open(tmp_path, "wb") as fh:
+            np.savez(fh, positions=np.asarray(positions, dtype=np.float32).reshape(-1, 3),
+                     numbers=np.asarray(numbers, dtype=np.uint8), offsets=np.asarray(offsets, dtype=np.int64),
+                     ids=np.asarray(ids, dtype=np.int64), provenance=json.dumps(provenance))
+        os.replace(tmp_path, path)
+    finally:
+        tmp_path.unlink(missing_ok=True)
+    return path
+
+
+def load_geometries(path) -> dict:
+    """Read a geometry cache into a dict of numpy arrays (`positions`, `numbers`, `offsets`, `ids`) plus the
+    `provenance` dict; ValueError naming the file if it is unreadable or inconsistent."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            missing = [k for k in ("positions", "numbers", "offsets", "ids", "provenance") if k not in npz.files]
+            if missing:
+                raise ValueError(f"missing key(s) {missing}")
+            out = {k: npz[k] for k in ("positions", "numbers", "offsets", "ids")}
+            out["provenance"] = json.loads(str(npz["provenance"]))
+    except ValueError as e:
+        raise ValueError(f"{path}: not a valid geometry cache ({e}); delete it to rebuild it") from e
+    except Exception as e:  # not a zip, truncated file
+        raise ValueError(f"{path}: not a valid geometry cache ({type(e).__name__}: {e}); delete it to rebuild it") from e
+    off = out["offsets"]
+    if (off.ndim != 1 or len(off) != len(out["ids"]) + 1 or off[0] != 0 or off[-1] != len(out["numbers"])
+            or np.any(np.diff(off) < 1) or out["positions"].shape != (len(out["numbers"]), 3)):
+        raise ValueError(f"{path}: not a valid geometry cache (inconsistent array shapes); delete it to rebuild it")
+    return out
+
+
+def _stale_reason(arrays: dict, sources) -> str | None:
+    prov = arrays["provenance"]
+    if prov.get("format_version") != GEOMETRY_CACHE_VERSION:
+        return f"it has format version {prov.get('format_version')}, this code writes {GEOMETRY_CACHE_VERSION}"
+    if sources is None:  # source not available now: use the cache as it is
+        return None
+    was = [(f.get("name"), f.get("size")) for f in prov.get("source", {}).get("files", [])]
+    now = [(p.name, p.stat().st_size) for p in sources]
+    return None if was == now else f"it was made from {was}, the source is now {now}"
+
+
+def _cached_geometries(cache: Path, sources, build, rebuild: bool) -> dict:
+    """The arrays of `cache` if it is valid and fresh for `sources` (list of paths, or None when the source is
+    not available now), else the result of `build()` (a `_GeometryBuffer` and a provenance dict), saved.
+    `build=None`: the cache cannot be rebuilt here (its source is gone), so an invalid or outdated cache raises."""
+    if cache.is_file() and not rebuild:
+        try:
+            arrays = load_geometries(cache)
+        except ValueError as e:
+            if build is None:
+                raise DatasetNotAvailableError(f"{e}; the source to rebuild it is not available") from e
+            print(f"{e}: rebuilding it", file=sys.stderr)
+        else:
+            why = _stale_reason(arrays, sources)
+            if why is None:
+                return arrays
+            if build is None:
+                raise DatasetNotAvailableError(f"{cache}: {why}; the source to rebuild it is not available")
+            print(f"{cache}: {why}; rebuilding it", file=sys.stderr)
+    t0 = time.perf_counter()
+    buf, prov = build()
+    arrays = buf.arrays()
+    if len(arrays["ids"]) == 0:
+        raise ValueError(f"{prov['source']['files'][0]['name']}: contains no molecules")
+    prov.update(format="anids geometry cache", format_version=GEOMETRY_CACHE_VERSION, units=dict(positions="A"),
+                n_structures=int(len(arrays["ids"])), n_atoms=int(len(arrays["numbers"])),
+                elements=sorted(int(v) for v in buf.elements), created=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                anids_version=_anids_version(), conversion_seconds=round(time.perf_counter() - t0, 2))
+    save_geometries(cache, provenance=prov, **arrays)
+    print(f"wrote {cache}: {prov['n_structures']} molecules, {prov['n_atoms']} atoms, "
+          f"{cache.stat().st_size / 2**20:.1f} MiB, in {prov['conversion_seconds']:.1f} s", file=sys.stderr)
+    arrays["provenance"] = prov
+    return arrays
+
+
+def pretrain_split_indices(n: int, split: str = "train", heldout_fraction: float = 0.05, seed: int = 0,
+                           max_structures: int | None = None) -> np.ndarray:
+    """Sorted indices of split `split` ("train", "heldout" or "all") of `n` molecules.
+
+    A permutation from `np.random.default_rng(seed)`: its first `round(heldout_fraction * n)` entries (at least 1,
+    at most n - 1) are the held-out set, the rest the training set, all of them "all". `max_structures` keeps the
+    first `max_structures` of the split in permutation order (a random subset, nested in larger ones; the split
+    is not changed by it)."""
+    if split not in PRETRAIN_SPLITS:
+        raise ValueError(f"unknown split {split!r}; use one of {list(PRETRAIN_SPLITS)}")
+    if not 0.0 < float(heldout_fraction) < 1.0:
+        raise ValueError(f"heldout_fraction must lie strictly between 0 and 1, got {heldout_fraction}")
+    if max_structures is not None and int(max_structures) < 1:
+        raise ValueError(f"max_structures must be None or >= 1, got {max_structures}")
+    n = int(n)
+    if n < 1 or (n < 2 and split != "all"):
+        raise ValueError(f"{n} structure(s) cannot be split into a training and a held-out set")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_heldout = min(n - 1, max(1, int(round(float(heldout_fraction) * n)))) if n > 1 else 0
+    chosen = dict(heldout=perm[:n_heldout], train=perm[n_heldout:], all=perm)[split]
+    if max_structures is not None:
+        chosen = chosen[:int(max_structures)]
+    return np.sort(chosen)
+
+
+def geometries_to_data(arrays: dict, indices=None) -> list[Data]:
+    """One `Data` (`z` long, `pos` float32 [A], zero `cell` [1, 3, 3], `pbc` False [1, 3], as `frames_to_data`
+    makes them) per molecule `indices` (default: all) of a geometry cache's arrays."""
+    off = arrays["offsets"]
+    indices = np.arange(len(off) - 1) if indices is None else np.asarray(indices, dtype=np.int64).reshape(-1)
+    pos = torch.from_numpy(np.asarray(arrays["positions"], dtype=np.float32))
+    z = torch.from_numpy(np.asarray(arrays["numbers"]).astype(np.int64))
+    out = []
+    for i in indices.tolist():
+        a, b = int(off[i]), int(off[i + 1])
+        out.append(Data(z=z[a:b].clone(), pos=pos[a:b].clone(), cell=torch.zeros(1, 3, 3),
+                        pbc=torch.zeros(1, 3, dtype=torch.bool)))
+    return out
+
+# %% ../nbs/00_data.ipynb #cb71fdf6
+QM9_CSV_COLUMNS = ("XYZ_file", "Index", "N_atoms", "Elements", "XYZ_Ang")
+"Columns of qm9pack's CSV files that `load_qm9` reads (the others, properties of the molecules, are ignored)."
+
+_PRETRAIN_HINT = 'pip install "anids[pretrain]"'
+
+
+def qm9pack_csv_files() -> list[Path]:
+    """The QM9 CSV files shipped by the installed `qm9pack` (`<package>/data/qm9_part<k>.csv`, in order of k).
+
+    The package directory is found with `importlib.util.find_spec`, which does not import `qm9pack`.
+    Raises `DatasetNotAvailableError` saying how to install it when it is missing."""
+    spec = importlib.util.find_spec("qm9pack")
+    if spec is None or not spec.submodule_search_locations:
+        raise DatasetNotAvailableError(
+            "QM9 needs the PyPI package qm9pack (MIT license), which ships the 130,831 QM9 geometries as CSV files; "
+            f"install it with `{_PRETRAIN_HINT}` (or `pip install qm9pack`), or pass csv_path=... to CSV files in "
+            "qm9pack's format")
+    folder = Path(list(spec.submodule_search_locations)[0]) / "data"
+    files = sorted(folder.glob("qm9_part*.csv"), key=lambda p: int(re.sub(r"\D", "", p.stem) or 0))
+    if not files:
+        raise DatasetNotAvailableError(f"qm9pack is installed, but {folder} holds no qm9_part*.csv files; reinstall it "
+                                       f"(`pip install --force-reinstall qm9pack`)")
+    return files
+
+
+def _qm9_rows(path: Path, bar):
+    """Yield (label, QM9 index, atomic numbers, positions [N*3]) for every row of one qm9pack-format CSV file."""
+    with open(path, newline="", encoding="utf-8") as fh:
+        def lines():
+            for line in fh:
+                bar.update(len(line))
+                yield line
+        reader = csv.reader(lines())
+        try:
+            yield from _qm9_records(path, reader)
+        except csv.Error as e:
+            raise ValueError(f"{path}, line {reader.line_num}: not a valid CSV file ({e})") from None
+
+
+def _qm9_records(path: Path, reader):
+    header = next(reader, None)
+    if header is None:
+        raise ValueError(f"{path}: empty file (expected a CSV with the columns {list(QM9_CSV_COLUMNS)})")
+    missing = [c for c in QM9_CSV_COLUMNS if c not in header]
+    if missing:
+        raise ValueError(f"{path}: missing column(s) {missing}; expected the columns {list(QM9_CSV_COLUMNS)} of "
+                         f"qm9pack's CSV files, found {header}")
+    col = {c: header.index(c) for c in QM9_CSV_COLUMNS}
+    for row in reader:
+        if not row:
+            continue
+        name = row[col["XYZ_file"]] if len(row) > col["XYZ_file"] else "?"
+        label = f"{path}, line {reader.line_num} ({name})"
+        if len(row) != len(header):
+            raise ValueError(f"{label}: malformed row: {len(row)} fields, the header has {len(header)}")
+        try:
+            mol_id, n = int(row[col["Index"]]), int(row[col["N_atoms"]])
+            xyz = [float(v) for v in row[col["XYZ_Ang"]].replace("[", "").replace("]", "").split(",")]
+        except ValueError as e:
+            raise ValueError(f"{label}: malformed row: {e}") from None
+        symbols = [s.strip().strip("'\"") for s in row[col["Elements"]].strip().strip("[]").split(",")]
+        unknown = [s for s in symbols if s not in atomic_numbers]
+        if unknown:
+            raise ValueError(f"{label}: malformed row: unknown element symbol {unknown[0]!r} in Elements")
+        if len(symbols) != n or len(xyz) != 3 * n:
+            raise ValueError(f"{label}: malformed row: N_atoms = {n}, but Elements has {len(symbols)} symbols and "
+                             f"XYZ_Ang {len(xyz)} numbers (expected {3 * n})")
+        yield label, mol_id, [atomic_numbers[s] for s in symbols], xyz
+
+
+def _convert_qm9(files: list[Path], progress: bool):
+    buf = _GeometryBuffer()
+    with tqdm(total=sum(p.stat().st_size for p in files), unit="B", unit_scale=True, desc="QM9 CSV -> geometry cache",
+              disable=not progress, mininterval=1.0) as bar:
+        for path in files:
+            for label, mol_id, z, xyz in _qm9_rows(path, bar):
+                buf.add(z, xyz, mol_id, label)
+    spec = importlib.util.find_spec("qm9pack")
+    from_package = spec is not None and spec.submodule_search_locations and all(
+        Path(list(spec.submodule_search_locations)[0]).resolve() in p.resolve().parents for p in files)
+    try:
+        version = importlib.metadata.version("qm9pack") if from_package else None
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    prov = dict(dataset="QM9", description="QM9 equilibrium geometries, B3LYP/6-31G(2df,p) (Ramakrishnan et al., "
+                "Sci. Data 1, 140022, 2014); positions and elements only",
+                ids="QM9 index (CSV column Index, the number of dsgdb9nsd_<index>.xyz)",
+                source=dict(package=f"qm9pack {version}" if from_package else None,
+                            files=[_source_record(p) for p in files]))
+    return buf, prov
+
+
+def qm9_arrays(data_dir=None, csv_path=None, rebuild: bool = False, progress: bool = True) -> dict:
+    """The QM9 geometry cache as arrays (`positions`, `numbers`, `offsets`, `ids`, `provenance`; see above),
+    converting the CSV files on the first call.
+
+    Parameters
+    ----------
+    data_dir : str or Path, optional
+        Cache directory (see `cache_dir`); the cache is `<cache>/cache/qm9_geometries.npz`.
+    csv_path : str, Path or list of them, optional
+        CSV file(s) in qm9pack's format instead of the installed `qm9pack`'s `qm9_part{1,2,3}.csv`.
+    rebuild : bool
+        Convert again even if a valid cache is there.
+    progress : bool
+        Show a tqdm progress bar (in bytes of CSV) during the conversion.
+    """
+    cache = geometry_cache_path("qm9", data_dir)
+    if csv_path is not None:
+        files = [Path(p) for p in (csv_path if isinstance(csv_path, (list, tuple)) else [csv_path])]
+        for p in files:
+            if not p.is_file():
+                raise FileNotFoundError(f"no such QM9 CSV file: {p}")
+        return _cached_geometries(cache, files, lambda: _convert_qm9(files, progress), rebuild)
+    try:
+        files = qm9pack_csv_files()
+    except DatasetNotAvailableError as e:
+        if rebuild or not cache.is_file():
+            raise DatasetNotAvailableError(f"{e}\n  (no QM9 geometry cache at {cache} either)") from None
+        return _cached_geometries(cache, None, None, False)  # the conversion is there, the source is gone
+    return _cached_geometries(cache, files, lambda: _convert_qm9(files, progress), rebuild)
+
+
+def load_qm9(split: str = "train", heldout_fraction: float = 0.05, seed: int = 0, max_structures: int | None = None,
+             data_dir=None, csv_path=None, rebuild: bool = False, progress: bool = True) -> list[Data]:
+    """QM9 equilibrium structures (B3LYP/6-31G(2df,p), positions in A, no labels) as a list of `Data`.
+
+    Parameters
+    ----------
+    split : str
+        `"train"`, `"heldout"` or `"all"` (see `pretrain_split_indices`).
+    heldout_fraction : float
+        Fraction of the 130,831 molecules held out (0.05: 6,542).
+    seed : int
+        Seed of the permutation that makes the split and picks `max_structures`.
+    max_structures : int, optional
+        At most this many structures of the split (a seeded random subset, returned in QM9 order).
+    data_dir, csv_path, rebuild, progress
+        As in `qm9_arrays`: the cache directory, CSV files instead of qm9pack's, convert again, progress bar.
+
+    Each `Data` has `z` (long [N]), `pos` (float32 [N, 3], A), a zero `cell` (float32 [1, 3, 3]) and `pbc`
+    (bool [1, 3], False). The first call converts qm9pack's CSV files (about 15 s) into
+    `cache_dir(data_dir)/cache/qm9_geometries.npz`; later calls read that file. Needs `qm9pack`
+    (`pip install "anids[pretrain]"`) unless the cache is already there or `csv_path` is given.
+    """
+    arrays = qm9_arrays(data_dir, csv_path, rebuild, progress)
+    idx = pretrain_split_indices(len(arrays["ids"]), split, heldout_fraction, seed, max_structures)
+    return geometries_to_data(arrays, idx)
+
+# %% ../nbs/00_data.ipynb #7408289c
+def _sdf_molecules(lines, name: str):
+    """Yield (record, label, atomic numbers, positions [N*3]) for every molecule of an SDF text stream.
+
+    A minimal V2000 molfile reader: header (3 lines), counts line, atom block (x, y, z in columns 1-30, the
+    symbol in 32-34; whitespace-separated fields as a fallback), bond block, then everything up to `$$$$` is
+    skipped. The last record may end at `M  END` without `$$$$`. A file that ends inside a record raises
+    ValueError (truncated), as do V3000 records and unknown elements."""
+    it = iter(lines)
+    line_no = 0
+    record = 0
+
+    def nxt():
+        nonlocal line_no
+        line = next(it, None)
+        if line is not None:
+            line_no += 1
+        return line
+
+    def truncated(label, where):
+        return ValueError(f"{label}: the file looks truncated: it ends {where}; {record} complete molecule(s) "
+                          "were read before it")
+
+    while True:
+        start = line_no + 1
+        header = [nxt(), nxt(), nxt(), nxt()]  # title, program, comment, counts
+        label = f"{name}, record {record} (line {start})"
+        if header[-1] is None:
+            if all(h is None or not h.strip() for h in header):
+                return  # end of file (possibly after blank lines)
+            raise truncated(label, "inside the molfile header")
+        counts = header[-1]
+        if "V3000" in counts:
+            raise ValueError(f"{label}: V3000 molfiles are not supported (convert the file to V2000, e.g. with RDKit)")
+        try:
+            n_atoms, n_bonds = int(counts[0:3]), int(counts[3:6])
+        except ValueError:
+            raise ValueError(f"{label}: malformed counts line {counts.rstrip()!r} (expected a V2000 molfile)") from None
+        z, xyz = [], []
+        for k in range(n_atoms):
+            line = nxt()
+            if line is None:
+                raise truncated(label, f"after {k} of its {n_atoms} atom lines")
+            try:
+                x, y, zc, symbol = float(line[0:10]), float(line[10:20]), float(line[20:30]), line[31:34].strip()
+            except ValueError:
+                parts = line.split()
+                try:
+                    x, y, zc, symbol = float(parts[0]), float(parts[1]), float(parts[2]), parts[3]
+                except (ValueError, IndexError):
+                    raise ValueError(f"{label}: malformed atom line {k}: {line.rstrip()!r}") from None
+            if symbol not in atomic_numbers:
+                raise ValueError(f"{label}: atom {k} has an unknown element symbol {symbol!r}")
+            z.append(atomic_numbers[symbol])
+            xyz += (x, y, zc)
+        for k in range(n_bonds):
+            if nxt() is None:
+                raise truncated(label, f"after {k} of its {n_bonds} bond lines")
+        ended = False
+        while True:
+            line = nxt()
+            if line is None:
+                if ended:
+                    yield record, label, z, xyz
+                    return
+                raise truncated(label, "before its 'M  END' line")
+            if line.startswith("$$$$"):
+                break
+            ended = ended or line.startswith("M  END")
+        yield record, label, z, xyz
+        record += 1
+
+
+def _convert_sdf(path: Path, dataset: str, description: str, progress: bool):
+    """Stream the molecules of an SDF file (plain, .gz, or the first .sdf member of a tar archive) into a buffer."""
+    buf = _GeometryBuffer()
+    member = None
+    with open(path, "rb") as raw, tqdm(total=path.stat().st_size, unit="B", unit_scale=True, mininterval=1.0,
+                                       desc=f"{path.name} -> geometry cache", disable=not progress) as bar:
+        if tarfile.is_tarfile(path):
+            tar = tarfile.open(fileobj=raw, mode="r:*")  # members are read lazily, in order
+            for info in tar:
+                if info.isfile() and info.name.endswith(".sdf"):
+                    member, stream = info.name, tar.extractfile(info)
+                    break
+            else:
+                raise ValueError(f"{path}: the archive holds no .sdf file")
+        elif path.name.endswith(".gz"):
+            stream = gzip.GzipFile(fileobj=raw)
+        else:
+            stream = raw
+        name = f"{path}:{member}" if member else str(path)
+        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
+        for record, label, z, xyz in _sdf_molecules(text, name):
+            buf.add(z, xyz, record, label)
+            if record % 4096 == 0:
+                bar.update(raw.tell() - bar.n)
+        bar.update(raw.tell() - bar.n)
+    prov = dict(dataset=dataset, description=description, ids="record number in the SDF file (0-based)",
+                source=dict(files=[_source_record(path)], member=member))
+    return buf, prov
+
+
+_PCQM4MV2_DESCRIPTION = ("OGB-LSC PCQM4Mv2 training-set 3D structures (DFT equilibrium geometries, "
+                         "pcqm4m-v2-train.sdf); positions and elements only")
+
+
+def pcqm4mv2_arrays(path=None, data_dir=None, download: bool = True, rebuild: bool = False,
+                    progress: bool = True) -> dict:
+    """The PCQM4Mv2 geometry cache as arrays (`positions`, `numbers`, `offsets`, `ids`, `provenance`), converting
+    the SDF on the first call.
+
+    Parameters
+    ----------
+    path : str or Path, optional
+        A local `pcqm4m-v2-train.sdf.tar.gz`, `.sdf` or `.sdf.gz` instead of the registry file
+        `cache_dir(data_dir)/pcqm4mv2/pcqm4m-v2-train.sdf.tar.gz`.
+    data_dir : str or Path, optional
+        Cache directory (see `cache_dir`); the geometry cache is `<cache>/cache/pcqm4mv2_geometries.npz`.
+    download : bool
+        Download the registry file when it is missing (else `DatasetNotAvailableError` says where to put it).
+    rebuild, progress : bool
+        Convert again even if a valid cache is there; show a progress bar.
+    """
+    cache = geometry_cache_path("pcqm4mv2", data_dir)
+    if path is not None:
+        src = Path(path)
+        if not src.is_file():
+            raise FileNotFoundError(f"no such PCQM4Mv2 SDF file: {src}")
+        return _cached_geometries(cache, [src], lambda: _convert_sdf(src, "PCQM4Mv2", _PCQM4MV2_DESCRIPTION, progress),
+                                  rebuild)
+    entry = DOWNLOADS["pcqm4mv2"]
+    dest = cache_dir(data_dir) / entry["subdir"] / entry["filename"]
+
+    def build():
+        src = fetch_file("pcqm4mv2", data_dir, download)  # verified against its recorded sha256, or downloaded
+        return _convert_sdf(src, "PCQM4Mv2", _PCQM4MV2_DESCRIPTION, progress)
+
+    if not dest.is_file() and cache.is_file() and not rebuild:
+        return _cached_geometries(cache, None, None, False)  # converted before, the archive was deleted since
+    return _cached_geometries(cache, [dest] if dest.is_file() else None, build, rebuild)
+
+
+def load_pcqm4mv2(path=None, data_dir=None, download: bool = True, split: str = "train", heldout_fraction: float = 0.05,
+                  seed: int = 0, max_structures: int | None = None, rebuild: bool = False,
+                  progress: bool = True) -> list[Data]:
+    """PCQM4Mv2 training-set 3D structures (positions in A, no labels) as a list of `Data`.
+
+    Parameters
+    ----------
+    path, data_dir, download, rebuild, progress
+        As in `pcqm4mv2_arrays`: a local SDF / archive, the cache directory, download a missing archive
+        (`http://ogb-data.stanford.edu/data/lsc/pcqm4m-v2-train.sdf.tar.gz`), convert again, progress bar.
+    split, heldout_fraction, seed, max_structures
+        As in `load_qm9` (see `pretrain_split_indices`).
+
+    Each `Data` has `z`, `pos`, a zero `cell` and `pbc` False, as `load_qm9`. The first call converts the SDF
+    into `cache_dir(data_dir)/cache/pcqm4mv2_geometries.npz`; later calls read that file. All molecules are
+    held in memory: use `max_structures` for a subset.
+    """
+    arrays = pcqm4mv2_arrays(path, data_dir, download, rebuild, progress)
+    idx = pretrain_split_indices(len(arrays["ids"]), split, heldout_fraction, seed, max_structures)
+    return geometries_to_data(arrays, idx)
 
 # %% ../nbs/00_data.ipynb #1cf5e4ef
 def _composition(structures) -> tuple[list[int], np.ndarray]:

@@ -2,15 +2,18 @@
 
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
-import json, time
+import json, math, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np
+import torch
 from . import data as D
 from .train import make_config, fit, versions, TrainConfig
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'md17_splits', 'run_md17', 'write_results', 'learning_curves', 'cost_table']
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'run_md17', 'write_results',
+           'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics',
+           'ablation_run', 'run_ablation', 'ablation_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -118,4 +121,196 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
         rows.append({"method": method, "n_parameters": m["n_parameters"], "n_parameters_denoiser": m["n_parameters_denoiser"],
                      "seconds_per_epoch": m["train_time_s"] / epochs, "epochs": epochs, "n_train": n_train,
                      "batch_size": batch_size, "backbone": backbone, "preset": preset})
+    return rows
+
+# %% ../nbs/09_experiments.ipynb #890ec372
+PRETRAIN_PRESETS = {
+    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step)
+    "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
+                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0),
+    # the same optimiser and noise settings, PaiNN (demo size) on QM9
+    "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=3000, batch_size=32,
+                 lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0),
+}
+
+def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_val: int = 500, data_dir=None) -> tuple[list, list]:
+    "Training and held-out structures (positions and elements only) of a pre-training data set."
+    if dataset == "qm9":
+        train = D.load_qm9(split="train", max_structures=max_structures, data_dir=data_dir)
+        val = D.load_qm9(split="heldout", max_structures=n_val, data_dir=data_dir)
+    elif dataset == "pcqm4mv2":
+        train = D.load_pcqm4mv2(split="train", max_structures=max_structures, data_dir=data_dir)
+        val = D.load_pcqm4mv2(split="heldout", max_structures=n_val, data_dir=data_dir)
+    else:
+        raise ValueError(f"unknown pre-training data set {dataset!r}; use 'qm9' or 'pcqm4mv2'")
+    return train, val
+
+def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | anids
+             preset: str = "demo",            # demo | paper (PRETRAIN_PRESETS)
+             dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the preset's)
+             backbone: str|None = None, backbone_preset: str|None = None,
+             steps: int|None = None, batch_size: int|None = None, seed: int = 0,
+             device: str = "cpu", threads: int = 0, max_structures: int|None = None, n_val: int = 500,
+             out_dir: str|Path = "runs/pretrain", checkpoint_dir: str|Path|None = None,
+             sets: tuple[list, list]|None = None,  # (train, val) structures instead of loading `dataset`
+             progress: bool = True, data_dir=None,
+             **overrides) -> dict:                # TrainConfig settings over the preset's (e.g. sigma_p, lambda_kl)
+    "Algorithm 1 on equilibrium structures; writes the named checkpoint and its provenance; returns a summary."
+    if preset not in PRETRAIN_PRESETS: raise ValueError(f"unknown pre-training preset {preset!r}; use {sorted(PRETRAIN_PRESETS)}")
+    if method == "none": raise ValueError("method 'none' has nothing to pre-train (it is the 'no pre-training' baseline)")
+    s = dict(PRETRAIN_PRESETS[preset])
+    s.update({k: overrides.pop(k) for k in ("sigma_p", "lambda_kl", "lambda_gamma", "lr") if k in overrides})
+    dataset, backbone = dataset or s["dataset"], backbone or s["backbone"]
+    backbone_preset, steps, batch_size = backbone_preset or s["backbone_preset"], steps or s["steps"], batch_size or s["batch_size"]
+    t0 = time.time()
+    train, val = sets if sets is not None else pretraining_sets(dataset, max_structures, n_val, data_dir)
+    steps_per_epoch = math.ceil(len(train) / batch_size)
+    epochs = math.ceil(steps / steps_per_epoch)
+    cfg = make_config("pretrain", backbone=backbone, preset=backbone_preset, method=method, epochs=epochs, max_steps=steps,
+                      batch_size=batch_size, lr=s["lr"], warmup_epochs=s["warmup_fraction"] * steps / steps_per_epoch,
+                      sigma_p=s["sigma_p"], lambda_kl=s["lambda_kl"], lambda_gamma=s["lambda_gamma"], seed=seed,
+                      accelerator=device, threads=threads, progress=progress, ema_decay=0.0, check_val_every_n_epoch=max(1, epochs),
+                      **overrides)
+    run_dir = Path(out_dir) / f"{dataset}_{backbone}_{backbone_preset}_{method}_seed{seed}"
+    m = fit(train, val, cfg, run_dir, extra={"dataset": dataset})
+    name = f"pretrain_{dataset}_{backbone}_{backbone_preset}_{method}"
+    curves = training_curves(run_dir)
+    last = {k: v[-1][1] for k, v in curves.items() if v}
+    provenance = {"name": name, "algorithm": "Algorithm 1 (pre-training, every atom corrupted)", "dataset": dataset,
+                  "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
+                  "preset": preset, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
+                  "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions()}
+    ckpt = None
+    if checkpoint_dir is not None:
+        from anids.model import load_model, save_model
+        ckpt = save_model(load_model(run_dir / "model.pt"), Path(checkpoint_dir) / f"{name}.pt", extra={"provenance": provenance})
+        (Path(checkpoint_dir) / f"{name}.json").write_text(json.dumps({**provenance, "curves": curves}, indent=1, default=str))
+    return {**provenance, "checkpoint": str(ckpt) if ckpt else str(run_dir / "model.pt"), "run_dir": str(run_dir), "curves": curves}
+
+def training_curves(run_dir, keys=("train/loss", "train/denoise", "train/kl", "train/gamma", "noise/kl", "noise/anisotropy",
+                                   "noise/a_mean", "noise/gamma_mean")) -> dict[str, list[tuple[int, float]]]:
+    "(step, value) series of the logged training quantities of a run (Lightning CSV log)."
+    import csv
+    files = sorted(Path(run_dir).glob("logs/version_*/metrics.csv"))
+    if not files: raise FileNotFoundError(f"no CSV log under {run_dir}/logs")
+    out = {k: [] for k in keys}
+    for f in files:
+        for r in csv.DictReader(open(f)):
+            for k in keys:
+                if r.get(k): out[k].append((int(r["step"]), float(r[k])))
+    return out
+
+# %% ../nbs/09_experiments.ipynb #37234757
+@torch.no_grad()
+def generator_statistics(model, structures, batch_size: int = 64) -> dict:
+    """What a generator does on `structures`: per atom the eigenvalue ratio lambda_max / lambda_min of Sigma_i, a_i and
+    Gamma_i; summaries overall and per element (the spread of a_i within an element measures structure dependence)."""
+    from torch_geometric.loader import DataLoader
+    from ase.data import chemical_symbols
+    if not model.generator.learned: raise ValueError(f"method {model.method!r} has no learned covariance")
+    model.eval()
+    ratio, a, gamma, z = [], [], [], []
+    for b in DataLoader(list(structures), batch_size=batch_size):
+        cov = model.covariance(b)
+        ev = torch.linalg.eigvalsh(cov.sigma.double())
+        ratio.append(ev[:, 2] / ev[:, 0]); a.append(cov.a.double()); gamma.append(cov.gamma_sum.double()); z.append(b.z)
+    ratio, a, gamma, z = (torch.cat(x).numpy() for x in (ratio, a, gamma, z))
+    q = lambda v: {p: float(np.quantile(v, p / 100)) for p in (5, 25, 50, 75, 95)}
+    per_element = {chemical_symbols[int(e)]: {"n_atoms": int((z == e).sum()), "a_mean": float(a[z == e].mean()),
+                                              "a_std": float(a[z == e].std()), "sqrt_a_mean_A": float(np.sqrt(a[z == e]).mean()),
+                                              "ratio_median": float(np.median(ratio[z == e])),
+                                              "gamma_mean": float(gamma[z == e].mean())} for e in np.unique(z)}
+    return {"n_structures": len(structures), "n_atoms": int(len(z)), "eigenvalue_ratio_quantiles": q(ratio),
+            "eigenvalue_ratio_mean": float(ratio.mean()), "share_ratio_above_1.5": float((ratio > 1.5).mean()),
+            "a_quantiles": q(a), "gamma_mean": float(gamma.mean()), "per_element": per_element,
+            "ratio": ratio, "a": a, "z": z}
+
+# %% ../nbs/09_experiments.ipynb #8ab3f01c
+# Table 3 of the paper (force MAE, kcal/mol/A, MD17 aspirin, EquiformerV2 pre-trained on PCQM4Mv2)
+PAPER_TABLE3 = {"a": {"none": 0.1929, "dens": 0.1178, "denoisevae": 0.1143, "anids-add": 0.1128, "anids": 0.1118},
+                "b": {"none": 0.1929, "dens": 0.1424, "denoisevae": 0.1400, "anids-add": 0.1389, "anids": 0.1369},
+                "c": {"sigma_p=0.5": 0.13018, "sigma_p=0.1": 0.11180, "sigma_p=0.05": 0.11594,
+                      "lambda_kl=1.5": 0.11714, "lambda_kl=1.0": 0.11180, "lambda_kl=0.5": 0.11461}}
+
+ABLATION_ROWS = {
+    "none":              dict(table="a", method="none", pretrained=None, aux=False),
+    "dens":              dict(table="a", method="dens", pretrained="qm9", aux=True),
+    "denoisevae":        dict(table="a", method="denoisevae", pretrained="qm9", aux=True),
+    "anids-add":         dict(table="a", method="anids-add", pretrained="qm9", aux=True),
+    "anids":             dict(table="a", method="anids", pretrained="qm9", aux=True),
+    "dens w/o aux":       dict(table="b", method="dens", pretrained="qm9", aux=False),
+    "denoisevae w/o aux": dict(table="b", method="denoisevae", pretrained="qm9", aux=False),
+    "anids-add w/o aux":  dict(table="b", method="anids-add", pretrained="qm9", aux=False),
+    "anids w/o aux":      dict(table="b", method="anids", pretrained="qm9", aux=False),
+    "scratch dens":       dict(table="scratch", method="dens", pretrained=None, aux=True),
+    "scratch anids (joint)": dict(table="scratch", method="anids", pretrained=None, aux=True),
+}
+
+def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
+                 out_dir="runs/ablation", n_val: int = 50, threads: int = 1, checkpoint_dir=None,
+                 label: str|None = None,   # name of the row in the results (default: `row`), e.g. 'sigma_p=0.5'
+                 **overrides) -> dict:
+    "Fine-tune one row of Table 3 with one seed on an extxyz train file; test without noise on test_file."
+    spec = ABLATION_ROWS[row]
+    structures = D.read_structures(train_file)
+    test = D.read_structures(test_file)
+    perm = np.random.default_rng(seed).permutation(len(structures))
+    val, train = [structures[i] for i in perm[:n_val]], [structures[i] for i in perm[n_val:]]
+    settings = dict(method=spec["method"], epochs=epochs, seed=seed, threads=threads, progress=False)
+    if not spec["aux"]: settings["p"] = 0.0
+    settings.update(overrides)
+    cfg = make_config(recipe, **settings)
+    pretrained = spec["pretrained"]
+    if pretrained is not None and checkpoint_dir is not None:
+        from anids.train import pretrained_name
+        pretrained = Path(checkpoint_dir) / pretrained_name(pretrained, cfg.backbone, cfg.preset, cfg.method)
+    label = label or row
+    run_dir = Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}"
+    m = fit(train, val, cfg, run_dir, test_set=test, pretrained=pretrained, energy_unit="kcal/mol")
+    return {"row": label, **spec, "seed": seed, "epochs": epochs, "recipe": recipe, "pretrained_checkpoint": m["pretrained"],
+            "train_generator": m["config"]["train_generator"], "test": m["test"], "train_time_s": m["train_time_s"],
+            "n_train": len(train), "n_test": len(test)}
+
+def _ablation_worker(args):
+    import torch
+    torch.set_num_threads(args[1].get("threads", 1))
+    return ablation_run(*args[0], **args[1])
+
+def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int = 15, workers: int = 1,
+                 results_path=None, **kw) -> list[dict]:
+    "Every row x seed of Table 3 (in `workers` processes); results written to `results_path` as they finish."
+    rows = list(rows or ABLATION_ROWS)
+    unknown = set(rows) - set(ABLATION_ROWS)
+    if unknown: raise ValueError(f"unknown rows {sorted(unknown)}; available: {list(ABLATION_ROWS)}")
+    jobs = [((row, seed, str(train_file), str(test_file), epochs), kw) for seed in seeds for row in rows]
+    out = []
+    def _save(r):
+        out.append(r)
+        if results_path is not None:
+            Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
+    if workers <= 1:
+        for j in jobs: _save(_ablation_worker(j))
+    else:
+        import multiprocessing as mp
+        with mp.get_context("spawn").Pool(workers) as pool:
+            for r in pool.imap_unordered(_ablation_worker, jobs): _save(r)
+    return out
+
+def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A") -> list[dict]:
+    "Mean ± std over seeds per row, and paired (same seed) differences to 'none' and to 'dens' (a) / 'dens w/o aux' (b)."
+    by = {}
+    for r in runs: by.setdefault(r["row"], {})[r["seed"]] = r["test"][metric]
+    rows = []
+    for row, vals in by.items():
+        v = np.array(list(vals.values()))
+        entry = {"row": row, "table": ABLATION_ROWS.get(row, {}).get("table"), "n_seeds": len(v), "mean": float(v.mean()),
+                 "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"), "values": vals}
+        for ref in ("none", "dens" if entry["table"] != "b" else "dens w/o aux"):
+            if ref in by and ref != row:
+                common = sorted(set(vals) & set(by[ref]))
+                d = np.array([vals[s] - by[ref][s] for s in common])
+                if len(d): entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
+                                               "relative": float(d.mean() / np.mean([by[ref][s] for s in common])), "n": len(d)}
+        rows.append(entry)
     return rows

@@ -55,6 +55,7 @@ class TrainConfig:
     force_loss: str = "l2mae"
     # optimisation
     epochs: int = 100
+    max_steps: int = 0               # >0: stop after this many optimiser steps (the schedule spans them)
     batch_size: int = 8
     lr: float = 5e-4
     weight_decay: float = 1e-6
@@ -101,11 +102,6 @@ TRAIN_PRESETS = {
     "md17-demo": dict(preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
                       ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
-    # the best we offer on a 2-core CPU: ~1000 small-molecule structures in at most 30 minutes (benchmarks/compare_mace.py)
-    "cpu-30min": dict(backbone="painn", preset="demo", generator_preset="generator", epochs=150, batch_size=8, lr=2e-3,
-                      weight_decay=1e-6, warmup_epochs=2, min_lr_ratio=0.01, ema_decay=0.995, lambda_energy=1,
-                      lambda_force=80, p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,
-                      train_generator=None, check_val_every_n_epoch=5),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
     # (4000 warm-up steps of 40000 = the first 10% of the run)
     "pretrain": dict(scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
@@ -153,7 +149,9 @@ class AniDSModule(L.LightningModule):
         self.noise_cfg, self.base_weights = self.cfg.denoising(), self.cfg.weights()
 
     @property
-    def total_steps(self) -> int: return max(1, self.cfg.epochs * self.steps_per_epoch)
+    def total_steps(self) -> int:
+        total = self.cfg.epochs * self.steps_per_epoch
+        return max(1, min(total, self.cfg.max_steps) if self.cfg.max_steps > 0 else total)
 
     def current_weights(self) -> LossWeights:
         w = replace(self.base_weights)
@@ -368,7 +366,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     # Algorithm 2 leaves parts of the model unused in some steps (the noise head and psi when no structure of
     # the batch is corrupted), which DDP must be told about.
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy
-    trainer = L.Trainer(max_epochs=config.epochs, accelerator=config.accelerator, devices=config.devices,
+    trainer = L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
+                        accelerator=config.accelerator, devices=config.devices,
                         num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks,
                         logger=CSVLogger(out_dir, name="logs"), inference_mode=False, deterministic=False,
                         gradient_clip_val=config.grad_clip or None, enable_progress_bar=config.progress,

@@ -303,13 +303,17 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A") -> list[di
     for r in runs: by.setdefault(r["row"], {})[r["seed"]] = r["test"][metric]
     rows = []
     for row, vals in by.items():
-        v = np.array(list(vals.values()))
-        entry = {"row": row, "table": ABLATION_ROWS.get(row, {}).get("table"), "n_seeds": len(v), "mean": float(v.mean()),
-                 "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"), "values": vals}
+        allv = np.array(list(vals.values()))
+        v = allv[np.isfinite(allv)]   # a diverged run (non-finite error) is counted, not averaged
+        entry = {"row": row, "table": ABLATION_ROWS.get(row, {}).get("table"), "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
+                 "mean": float(v.mean()) if len(v) else float("nan"), "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
+                 "values": vals}
         for ref in ("none", "dens" if entry["table"] != "b" else "dens w/o aux"):
             if ref in by and ref != row:
                 common = sorted(set(vals) & set(by[ref]))
                 d = np.array([vals[s] - by[ref][s] for s in common])
+                common = [s for s, x in zip(common, d) if np.isfinite(x)]
+                d = d[np.isfinite(d)]
                 if len(d): entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
                                                "relative": float(d.mean() / np.mean([by[ref][s] for s in common])), "n": len(d)}
         rows.append(entry)

@@ -323,6 +323,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
         energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
         extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
+        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
        ) -> dict:
     "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
     t0 = time.time()
@@ -359,10 +360,11 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
             t_cache = time.time()
             train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
             extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache}
-    callbacks = [ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
+    extra_callbacks, callbacks = callbacks, [ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
                                  mode="min", save_last=True)]
     if config.ema_decay > 0: callbacks.append(EMAWeightAveraging(decay=config.ema_decay))
     if config.progress: callbacks.append(TQDMProgressBar(refresh_rate=10))
+    callbacks += list(extra_callbacks or [])
     # Algorithm 2 leaves parts of the model unused in some steps (the noise head and psi when no structure of
     # the batch is corrupted), which DDP must be told about.
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy

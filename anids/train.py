@@ -93,7 +93,7 @@ class TrainConfig:
                            kl=self.lambda_kl, gamma=self.lambda_gamma)
 
 TRAIN_PRESETS = {
-    # MD17 fine-tuning table (App. C, aspirin column) + DESIGN.md: Equiformer L=2 in the authors' code;
+    # MD17 fine-tuning table (App. C, aspirin column) + the authors' code: Equiformer L=2 in the authors' code;
     # PaiNN until the Equiformer backbone lands (see md17_finetune.ipynb)
     "md17-paper": dict(preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,

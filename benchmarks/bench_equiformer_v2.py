@@ -28,7 +28,7 @@ from anids.backbones import build, count_parameters          # noqa: E402
 from anids.equiformer_v2 import PRESETS, EquiformerV2         # noqa: E402
 from anids.graphs import radius_graph, edge_vectors           # noqa: E402
 
-REFERENCE_MS = 1550.0     # the authors' code, this configuration, a 2-core machine (from the issue)
+REFERENCE_MS = 1550.0     # the authors' code, this configuration, a 2-core machine (measured with --authors on such a machine)
 
 
 def aspirin_batch(copies: int = 8, rattle: float = 0.05, seed: int = 0):

@@ -11,9 +11,9 @@ from . import data as D
 from .train import make_config, fit, versions, TrainConfig
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'run_md17', 'write_results',
-           'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics',
-           'ablation_run', 'run_ablation', 'ablation_table']
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
+           'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves',
+           'generator_statistics', 'ablation_run', 'run_ablation', 'ablation_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -37,6 +37,18 @@ def md17_splits(molecule: str, dataset: str = "bundled", seed: int = 0, n_train:
         info["file"] = str(D.bundled_path(molecule))
         info["provenance"] = D.read_provenance(D.bundled_path(molecule))
     return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
+
+def describe_data(info: dict) -> str:
+    "One line saying what data a run used: set, file, size, and how the bundled files were made (method, MD temperature)."
+    line = f"data: {info['dataset']} {info['molecule']} ({info['n_frames']} frames, {info['n_atoms']} atoms)"
+    if info.get("file"): line += f" from {info['file']}"
+    prov = info.get("provenance") or {}
+    if prov:
+        md = prov.get("md", {})
+        temp = md.get("temperature_K", prov.get("temperature_K"))
+        line += f"; made by {prov.get('method', 'an unrecorded method')}"
+        line += f" Langevin MD at {temp:g} K" if temp is not None else " (MD temperature not recorded)"
+    return line
 
 def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: equiformer (L=2) for the paper preset, painn for the demo

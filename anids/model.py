@@ -325,7 +325,7 @@ class AniDSCalculator(Calculator):
         data = atoms_batch([self.atoms], dtype)
         want_stress = "stress" in properties and self.atoms.pbc.any()
         pred = self.model.predict(data, compute_stress=want_stress)
-        self.results["energy"] = self.results["free_energy"] = float(pred.energy[0])
+        self.results["energy"] = self.results["free_energy"] = float(pred.energy[0].detach())
         self.results["forces"] = pred.forces.detach().double().numpy()
         if want_stress:
             from ase.stress import full_3x3_to_voigt_6_stress

@@ -27,6 +27,7 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
                            additive: bool = False,    # AniDS-add ablation: add the correction instead
                            min_residual: float = 1e-3,  # floor on 1 - Gamma_i (see the numerics note)
                            min_distance: float = 1e-4,  # edges shorter than this (A) are coincident atoms
+                           batch: torch.Tensor|None = None,  # [N] structure of each atom: errors name atoms within it
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-atom covariance Sigma_i of Eq. 11 with gamma_ij of Eq. 12; returns (Sigma [N,3,3], Gamma_i [N])."
     n = a.shape[0]
@@ -39,7 +40,12 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     dist = torch.linalg.vector_norm(edge_vec, dim=-1)
     if dist.numel() and bool((dist < min_distance).any()):
         k = int(torch.nonzero(dist < min_distance)[0, 0])
-        raise ValueError(f"coincident atoms {int(i[k])} and {int(j[k])} (distance {float(dist[k]):.2e} A): "
+        ai, aj, where = int(i[k]), int(j[k]), ""
+        if batch is not None:  # number the atoms within their structure, as the user's file does
+            s = int(batch[ai])
+            first = int(torch.searchsorted(batch.contiguous(), torch.tensor(s, dtype=batch.dtype, device=batch.device)))
+            ai, aj, where = ai - first, aj - first, f" in structure {s} of the batch"
+        raise ValueError(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): "
                          "the direction r_ij is undefined")
     log_c = torch.log(c)
     # gamma_ij = exp(b_ij - m_i) / (sum_l exp(b_il - m_i) + exp(log c_i - m_i)), m_i = max(max_l b_il, log c_i)
@@ -135,7 +141,7 @@ class NoiseGenerator(nn.Module):
         b = self.w1(torch.cat([h[i], h[j], self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
         b = b + torch.log(cosine_cutoff(r, self.encoder.cutoff).clamp_min(1e-30))  # gamma_ij -> 0 at the cutoff
         c = torch.exp(self.w2(h).squeeze(-1))
-        sigma, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec,
+        sigma, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
                                                   additive=self.method == "anids-add", min_residual=self.min_residual)
         return Covariance(sigma, gamma_sum, a)
 

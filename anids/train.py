@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 import lightning as L
-from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging, TQDMProgressBar
+from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
 from ase import units
@@ -20,7 +20,8 @@ from .data import atomic_reference_energies
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config',
            'cosine_with_warmup', 'AniDSModule', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name',
-           'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions', 'force_rms', 'fit']
+           'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions', 'force_rms', 'output_scale',
+           'TrainingClock', 'RunProgress', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -72,12 +73,14 @@ class TrainConfig:
     threads: int = 0                 # torch threads on CPU (0: leave as is)
     eval_batch_size: int = 32
     check_val_every_n_epoch: int = 1
+    checkpoint_every_n_steps: int = 0  # >0: also write checkpoints/last.ckpt every this many steps (long epochs)
     progress: bool = True
 
     def __post_init__(self):
         if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
         if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
         if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
+        if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
 
     def denoising(self) -> DenoisingConfig:
         pre = self.scheme == "pretrain"
@@ -102,6 +105,14 @@ TRAIN_PRESETS = {
     "md17-demo": dict(preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
                       ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
+    # the best recipe we offer on a laptop CPU: about 1000 small molecules trained in at most 30 minutes on
+    # 2 cores (PaiNN demo size: 173k parameters, and the size of the shipped QM9 pre-trained weights).
+    # Small batches win here: a step costs about as much at batch 8 as at 32 (framework overhead dominates),
+    # so the budget goes into many steps, a cosine schedule from 1e-3 and a slow EMA.
+    "cpu-30min": dict(backbone="painn", preset="demo", epochs=280, batch_size=8, lr=1e-3, min_lr_ratio=0.01,
+                      weight_decay=1e-6, warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80,
+                      p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,
+                      train_generator=None, check_val_every_n_epoch=10),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
     # (4000 warm-up steps of 40000 = the first 10% of the run)
     "pretrain": dict(scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
@@ -318,6 +329,83 @@ def force_rms(structures) -> float:
     if f.numel() == 0: raise ValueError("no forces in the training set")
     return float(torch.sqrt((f ** 2).mean()))
 
+def output_scale(structures, atomic_energies: dict) -> float:
+    """The model's output scale (eV, eV/A): the force RMS; where every force is zero (isolated atoms), the RMS of the
+    energy left after the per-element references. A set with neither has nothing to learn and is an error."""
+    scale = force_rms(structures)
+    if scale > 0: return scale
+    resid = torch.tensor([float(s.energy) - sum(atomic_energies.get(int(z), 0.0) for z in s.z.tolist()) for s in structures],
+                         dtype=torch.float64)
+    scale = float(torch.sqrt((resid ** 2).mean()))
+    if not scale > 1e-12:
+        raise ValueError("every force in the training set is zero and the per-element reference energies fit every "
+                         "energy exactly (e.g. only isolated atoms): there is nothing to learn; add structures with forces")
+    return scale
+
+class TrainingClock(L.Callback):
+    "Training seconds summed over a run and its resumptions (kept in the checkpoint)."
+    def __init__(self): self.elapsed, self._t = 0.0, None
+    def on_train_start(self, trainer, module): self._t = time.time()
+    def on_train_end(self, trainer, module): self.elapsed, self._t = self.total(), None
+    def total(self) -> float: return self.elapsed + (time.time() - self._t if self._t is not None else 0.0)
+    def state_dict(self): return {"elapsed": self.total()}
+    def load_state_dict(self, state): self.elapsed = float(state["elapsed"])
+
+def _read_lightning_checkpoint(path):
+    "The Lightning checkpoint at `path`, or one clear error (missing, truncated, not a training checkpoint)."
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"no checkpoint to resume from at {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as e:
+        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
+    if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "optimizer_states" not in ckpt:
+        raise ValueError(f"{path} is not a Lightning training checkpoint (use --pretrained for model weights)")
+    return ckpt
+
+def _log_version(out_dir: Path, resume) -> int|None:
+    "On resume, log into the newest existing version so a run and its resumptions share one metrics.csv."
+    if resume is None: return None
+    versions_ = sorted(int(d.name.split("_")[1]) for d in (out_dir / "logs").glob("version_*") if d.name.split("_")[1].isdigit())
+    return versions_[-1] if versions_ else None
+
+class RunProgress(L.Callback):
+    """One progress bar for the whole run (optimiser steps), showing the epoch and the latest validation force MAE.
+    Lightning's own bars draw a training and a validation bar every epoch, which fills an executed notebook."""
+    def __init__(self, desc: str = "train"): self.desc, self.bar = desc, None
+    def on_train_start(self, trainer, module):
+        from tqdm.auto import tqdm
+        total = trainer.max_steps if trainer.max_steps > 0 else trainer.max_epochs * trainer.num_training_batches
+        self.bar = tqdm(total=total, initial=trainer.global_step, desc=self.desc, unit="step", mininterval=2.0,
+                        dynamic_ncols=True)
+    def on_train_batch_end(self, trainer, *args):
+        if self.bar is not None: self.bar.update(trainer.global_step - self.bar.n)
+    def on_validation_end(self, trainer, module):
+        m = trainer.callback_metrics.get("val/force_mae")
+        if self.bar is not None and m is not None and not trainer.sanity_checking:
+            self.bar.set_postfix_str(f"epoch {trainer.current_epoch + 1}/{trainer.max_epochs}, "
+                                     f"val force MAE {1000 * float(m):.1f} meV/A", refresh=False)
+    def on_train_end(self, trainer, module):
+        if self.bar is not None: self.bar.close(); self.bar = None
+
+def _merge_resumed_log(path: Path, old_text: str):
+    "Lightning rewrites metrics.csv on resume: put the rows from before the resumption back in front."
+    import csv, io
+    old = list(csv.DictReader(io.StringIO(old_text)))
+    new = list(csv.DictReader(open(path, newline=""))) if path.is_file() else []
+    first_new = min((int(r["step"]) for r in new if r.get("step")), default=None)
+    keep = [r for r in old if first_new is None or not r.get("step") or int(r["step"]) < first_new]
+    keys = list(dict.fromkeys([k for r in keep + new for k in r]))
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=keys); w.writeheader(); w.writerows(keep + new)
+
+def _quiet_lightning():
+    "Silence Lightning's banner lines (GPU/TPU available, the LitLogger tip) and a torch pytree deprecation notice."
+    import logging, warnings
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+    warnings.filterwarnings("ignore", message=r".*Experiment logs directory .* exists and is not empty.*")
+
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
         resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
@@ -334,7 +422,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     L.seed_everything(config.seed, workers=True, verbose=False)
     pre = config.scheme == "pretrain"
     refs = {} if pre else atomic_reference_energies(train_set)
-    scale = 1.0 if pre else force_rms(train_set)
+    scale = 1.0 if pre else output_scale(train_set, refs)
     spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
                 generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale)
@@ -360,28 +448,36 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
             t_cache = time.time()
             train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
             extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache}
-    extra_callbacks, callbacks = callbacks, [ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
+    clock = TrainingClock()
+    extra_callbacks, callbacks = callbacks, [clock, ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
                                  mode="min", save_last=True)]
+    if config.checkpoint_every_n_steps > 0:  # long epochs: last.ckpt also every n steps, so --resume loses little
+        callbacks.append(ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="step", save_last=True,
+                                         every_n_train_steps=config.checkpoint_every_n_steps))
     if config.ema_decay > 0: callbacks.append(EMAWeightAveraging(decay=config.ema_decay))
-    if config.progress: callbacks.append(TQDMProgressBar(refresh_rate=10))
+    if config.progress: callbacks.append(RunProgress(f"{config.method} {out_dir.name}"))
     callbacks += list(extra_callbacks or [])
     # Algorithm 2 leaves parts of the model unused in some steps (the noise head and psi when no structure of
     # the batch is corrupted), which DDP must be told about.
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy
+    if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
+    if resume is not None: _read_lightning_checkpoint(resume)   # a clear error before anything starts
+    log_version = _log_version(out_dir, resume)
+    old_log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
+    old_rows = old_log.read_text() if old_log is not None and old_log.is_file() else None
+    _quiet_lightning()
     trainer = L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
                         accelerator=config.accelerator, devices=config.devices,
                         num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks,
-                        logger=CSVLogger(out_dir, name="logs"), inference_mode=False, deterministic=False,
-                        gradient_clip_val=config.grad_clip or None, enable_progress_bar=config.progress,
+                        logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
+                        gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
                         check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
                         log_every_n_steps=max(1, min(50, steps_per_epoch)))
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
-    if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
-    if resume is not None and not Path(resume).is_file(): raise FileNotFoundError(f"no checkpoint to resume from at {resume}")
-    t_train = time.time()
     trainer.fit(module, ckpt_path=resume, **loaders)
-    train_time = time.time() - t_train
+    train_time = clock.total()   # includes the time before a resumption
+    if old_rows is not None: _merge_resumed_log(old_log, old_rows)
     model = module.model  # holds the EMA weights after fit (EMAWeightAveraging swaps them in)
     # every rank must hold the same weights: a cheap cross-rank check, stored with the metrics
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
@@ -394,6 +490,10 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                "rank_parameter_checksums": all_checksums, "versions": versions(), "extra": extra or {}}
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
+        if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):
+            raise FloatingPointError(f"training diverged: the model predicts non-finite energies or forces after "
+                                     f"{trainer.global_step} steps (lr {config.lr}); lower the learning rate or set "
+                                     f"grad_clip. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")
         if test_set is not None and len(test_set):
             metrics["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)
     metrics["wall_time_s"] = time.time() - t0

@@ -10,7 +10,7 @@ from .train import TrainConfig, TRAIN_PRESETS, make_config, fit
 from . import data as D
 
 # %% auto #0
-__all__ = ['build_parser', 'load_sets', 'run', 'main']
+__all__ = ['build_parser', 'load_sets', 'default_out', 'run', 'main']
 
 # %% ../nbs/08_cli.ipynb #941c9916
 def _bool(s: str) -> bool:
@@ -36,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--length-unit", default="A", help="length unit of the files (default A)")
     g.add_argument("--report-unit", default=None, help="also report errors in this unit (default: the files' unit)")
     r = p.add_argument_group("run")
-    r.add_argument("--out", required=True, help="output directory")
+    r.add_argument("--out", help="output directory (default runs/RECIPE-NOISE-seedSEED, numbered if it holds a finished run)")
     r.add_argument("--recipe", choices=sorted(TRAIN_PRESETS), help="start from a named training recipe")
     r.add_argument("--pretrained", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
                    "QM9 pre-training of this backbone, preset and method); its generator is then frozen")
@@ -79,12 +79,23 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
     test = _read(args.test, args, "eV") if args.test else None
     return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test}
 
+def default_out(recipe: str|None, method: str, seed: int, resume: str|None = None, root: Path = Path("runs")) -> Path:
+    "runs/RECIPE-NOISE-seedSEED; a folder that already holds a finished run gets a number (-2, -3, ...) unless resuming."
+    base = root / f"{recipe or 'custom'}-{method}-seed{seed}"
+    out, k = base, 1
+    while resume is None and (out / "metrics.json").exists():
+        k += 1; out = base.with_name(f"{base.name}-{k}")
+    return out
+
 def run(argv: list[str]|None = None) -> dict:
     "Parse `argv`, train, print the errors; returns the metrics (what `anids-train` does)."
     args = build_parser().parse_args(argv)
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     try:
         config = make_config(args.recipe, molecule=args.md17, **overrides)
+        if args.out is None:
+            args.out = str(default_out(args.recipe, config.method, config.seed, args.resume))
+            print(f"anids-train: writing to {args.out}")
         train, val, test, unit, extra = load_sets(args)
         # every set is checked before any training, so a bad element in --test does not surface after the run
         for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
@@ -92,13 +103,14 @@ def run(argv: list[str]|None = None) -> dict:
             if structures is not None: D.validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
         metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
                       energy_unit=args.report_unit or unit, extra=extra)
-    except (ValueError, FileNotFoundError, D.DatasetNotAvailableError) as e:
+    except (ValueError, FileNotFoundError, FloatingPointError, D.DatasetNotAvailableError) as e:
         raise SystemExit(f"anids-train: {e}") from None
     for stage in ("val", "test"):
         if stage in metrics:
             m = metrics[stage]
-            print(f"{stage}: energy MAE {m['energy_mae_eV'] * 1000:.2f} meV, force MAE {m['force_mae_meV_A']:.2f} meV/A "
-                  f"({m[f'force_mae_{args.report_unit or unit}/A']:.4f} {args.report_unit or unit}/A)")
+            print(f"{stage}: energy MAE {m['energy_mae_meV_atom']:.2f} meV/atom (RMSE {m['energy_rmse_meV_atom']:.2f}), "
+                  f"force MAE {m['force_mae_meV_A']:.2f} meV/A (RMSE {m['force_rmse_meV_A']:.2f}; "
+                  f"{m[f'force_mae_{args.report_unit or unit}/A']:.4f} {args.report_unit or unit}/A)")
     print(f"wrote {Path(args.out) / 'metrics.json'}")
     return metrics
 

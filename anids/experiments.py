@@ -278,7 +278,14 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
         pretrained = Path(checkpoint_dir) / pretrained_name(pretrained, cfg.backbone, cfg.preset, cfg.method)
     label = label or row
     run_dir = Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}"
-    m = fit(train, val, cfg, run_dir, test_set=test, pretrained=pretrained, energy_unit="kcal/mol")
+    try:
+        m = fit(train, val, cfg, run_dir, test_set=test, pretrained=pretrained, energy_unit="kcal/mol")
+    except FloatingPointError as e:
+        # a diverged seed is a result of the row (the table counts it), recorded with its error, not a number
+        nan = float("nan")
+        return {"row": label, **spec, "seed": seed, "epochs": epochs, "recipe": recipe, "diverged": str(e),
+                "test": {"force_mae_meV_A": nan, "force_rmse_meV_A": nan, "energy_mae_meV_atom": nan, "force_mae_kcal/mol/A": nan},
+                "n_train": len(train), "n_test": len(test)}
     return {"row": label, **spec, "seed": seed, "epochs": epochs, "recipe": recipe, "pretrained_checkpoint": m["pretrained"],
             "train_generator": m["config"]["train_generator"], "test": m["test"], "train_time_s": m["train_time_s"],
             "n_train": len(train), "n_test": len(test)}

@@ -2,7 +2,7 @@
 
 # %% ../nbs/07_train.ipynb #8d1ae4b9
 from __future__ import annotations
-import json, math, os, platform, subprocess, time
+import json, math, os, platform, subprocess, sys, time
 from dataclasses import dataclass, asdict, field, fields, replace
 from pathlib import Path
 import numpy as np
@@ -18,10 +18,10 @@ from .losses import LossWeights
 from .data import atomic_reference_energies
 
 # %% auto #0
-__all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config',
-           'cosine_with_warmup', 'AniDSModule', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name',
-           'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions', 'force_rms', 'output_scale',
-           'TrainingClock', 'RunProgress', 'fit']
+__all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
+           'make_config', 'cosine_with_warmup', 'AniDSModule', 'evaluate', 'in_units', 'checkpoint_dirs',
+           'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions',
+           'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -148,6 +148,8 @@ def cosine_with_warmup(step: int, total: int, warmup: int, min_ratio: float) -> 
     t = min(1.0, (step - warmup) / max(1, total - warmup))
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
 
+NOISE_STATS_EVERY = 10   # batches between two measurements of the generator's statistics (from each epoch's first)
+
 class AniDSModule(L.LightningModule):
     "Lightning wrapper: Algorithm 1/2 training steps, noise-free evaluation."
     def __init__(self, model_spec: dict, config: dict, steps_per_epoch: int = 1):
@@ -180,13 +182,14 @@ class AniDSModule(L.LightningModule):
                 self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
             return kl
         w = self.current_weights()
-        stats = {}
+        # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
+        # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
+        stats = {} if batch_idx % NOISE_STATS_EVERY == 0 else None   # the first batch of every epoch included
         total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
-        for k, v in terms.items(): self.log(f"train/{k}", v, batch_size=B, sync_dist=False)
-        # what psi does, averaged over the epoch: KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min
-        for k, v in stats.items(): self.log(f"noise/{k}", v, batch_size=B, on_step=False, on_epoch=True)
-        self.log("train/loss", total, batch_size=B, prog_bar=True)
-        self.log("train/lambda_denoise", w.denoise, batch_size=B)
+        logged = {f"train/{k}": v.detach() for k, v in terms.items()}
+        logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.denoise)})
+        self.log_dict(logged, batch_size=B)
+        if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
         return total
 
     def _eval_step(self, batch, stage):
@@ -371,12 +374,14 @@ def _log_version(out_dir: Path, resume) -> int|None:
 
 class RunProgress(L.Callback):
     """One progress bar for the whole run (optimiser steps), showing the epoch and the latest validation force MAE.
-    Lightning's own bars draw a training and a validation bar every epoch, which fills an executed notebook."""
+    Lightning's own bars draw a training and a validation bar every epoch, which fills an executed notebook. A text
+    bar (not a widget): an executed notebook keeps its final state, and the terminal shows the same line."""
     def __init__(self, desc: str = "train"): self.desc, self.bar = desc, None
     def on_train_start(self, trainer, module):
-        from tqdm.auto import tqdm
+        from tqdm import tqdm
         total = trainer.max_steps if trainer.max_steps > 0 else trainer.max_epochs * trainer.num_training_batches
-        self.bar = tqdm(total=total, initial=trainer.global_step, desc=self.desc, unit="step", mininterval=2.0,
+        self.bar = tqdm(total=total, initial=trainer.global_step, desc=self.desc, unit="step",
+                        mininterval=1.0 if sys.stderr.isatty() else 30.0,  # a notebook stores every update
                         dynamic_ncols=True)
     def on_train_batch_end(self, trainer, *args):
         if self.bar is not None: self.bar.update(trainer.global_step - self.bar.n)
@@ -405,6 +410,7 @@ def _quiet_lightning():
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
     warnings.filterwarnings("ignore", message=r".*Experiment logs directory .* exists and is not empty.*")
+    warnings.filterwarnings("ignore", message=r".*Checkpoint directory .* exists and is not empty.*")
 
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)

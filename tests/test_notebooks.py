@@ -58,6 +58,14 @@ def test_md17_notebook_runs_offline(tmp_path):
     assert r["test"]["n_structures"] == 20 and r["force_mae_kcal_mol_A"] > 0
     assert r["versions"]["torch"] and "provenance" in r["data"]
     assert list((tmp_path / "fig").glob("*.png"))
+    # what a reader of the executed notebook sees: the data line with its MD temperature, no framework chatter
+    import nbformat
+    text = "\n".join(o.get("text", "") if o.get("output_type") == "stream" else str(o.get("data", {}).get("text/plain", ""))
+                     for c in nbformat.read(tmp_path / "out.ipynb", as_version=4).cells if c.cell_type == "code"
+                     for o in c.get("outputs", []))
+    assert "Langevin MD at 500 K" in text and "None K" not in text
+    for noise in ("Tip:", "IProgress", "LeafSpec", "GPU available", "\x1b[A", "Validation"):
+        assert noise not in text, f"{noise!r} in the executed notebook's output"
 
 
 def test_computational_cost_notebook_runs(tmp_path):

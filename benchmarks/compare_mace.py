@@ -1,0 +1,187 @@
+"""The `cpu-30min` recipe against MACE: same train and test files, same machine, same wall-clock budget.
+
+    python3 -m venv mace-venv && mace-venv/bin/pip install torch==2.13.0 && mace-venv/bin/pip install mace-torch
+    python benchmarks/compare_mace.py --train train.xyz --test test.xyz --mace-venv mace-venv
+    python benchmarks/compare_mace.py --train train.xyz --test test.xyz --methods none anids --seeds 0 1 2 --jobs 2
+
+Our side: `anids-train --recipe cpu-30min --noise METHOD` for every method and seed (`anids` and the other learned
+methods start from the shipped QM9 pre-trained weights, `--pretrained qm9`; `none` trains from scratch). A run whose
+`metrics.json` already exists in `--work` is read, not re-run, so an interrupted comparison picks up where it stopped.
+`--jobs 2` runs two of our trainings at a time with one thread each: on a 2-core machine a step takes about as long
+with one thread as with two (the batches are small), so this halves the time of the seeds without changing them.
+
+MACE: mace-torch lives in its own virtual environment (it pins e3nn 0.4.4). It is run alone with `--threads` threads
+(default 2) and the settings in `MACE_ARGS` (32 channels, L=1, correlation 3, r_max 5, EMA, SWA for the last
+quarter of the epochs). MACE has no wall-clock limit, so the script first times a 2-epoch calibration run and then
+gives MACE as many epochs as fit in `--budget-min`. Its test predictions (`mace_eval_configs`) are scored with the
+same error definitions as ours: energy per structure and per atom, force per Cartesian component, MAE and RMSE.
+
+Prints the table and writes results/compare_mace.json as it goes (after every finished run).
+"""
+import argparse, json, os, re, shutil, statistics, subprocess, sys, time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from ase.io import read
+
+ROOT = Path(__file__).resolve().parents[1]
+MACE_ARGS = ["--model", "MACE", "--num_channels", "32", "--max_L", "1", "--r_max", "5.0", "--correlation", "3",
+             "--batch_size", "5", "--valid_batch_size", "20", "--lr", "0.01", "--ema", "--swa",
+             "--E0s", "average", "--default_dtype", "float32", "--device", "cpu", "--valid_fraction", "0.05"]
+KEYS = ["force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom", "energy_mae_meV",
+        "energy_rmse_meV"]
+
+
+def errors(ref, pred_energy, pred_forces) -> dict:
+    "MAE and RMSE of energies (meV per structure and per atom) and forces (meV/A per component), as anids.train.evaluate."
+    e_ref = np.array([a.get_potential_energy() for a in ref])
+    n = np.array([len(a) for a in ref])
+    f_ref = np.concatenate([a.get_forces() for a in ref])
+    de, df = (np.asarray(pred_energy) - e_ref) * 1000, (np.concatenate(pred_forces) - f_ref) * 1000
+    mae, rmse = lambda x: float(np.mean(np.abs(x))), lambda x: float(np.sqrt(np.mean(x ** 2)))
+    return dict(energy_mae_meV=mae(de), energy_rmse_meV=rmse(de), energy_mae_meV_atom=mae(de / n),
+                energy_rmse_meV_atom=rmse(de / n), force_mae_meV_A=mae(df), force_rmse_meV_A=rmse(df), n_structures=len(ref))
+
+
+def run_ours(method, seed, a, threads):
+    out = Path(a.work) / f"{method}_s{seed}"
+    if (out / "metrics.json").exists():
+        m = json.loads((out / "metrics.json").read_text())
+    else:
+        cmd = [str(Path(sys.executable).parent / "anids-train"), "--recipe", a.recipe, "--noise", method,
+               "--train", a.train, "--test", a.test, "--out", str(out), "--seed", str(seed), "--threads", str(threads),
+               "--progress", "false"]
+        if method != "none" and a.pretrained: cmd += ["--pretrained", a.pretrained]
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        print("$", " ".join(cmd), flush=True)
+        with open(str(out) + ".log", "w") as log:
+            subprocess.run(cmd, check=True, env=env, stdout=log, stderr=subprocess.STDOUT)
+        m = json.loads((out / "metrics.json").read_text())
+    t = m["test"]
+    return dict(model=f"anids-{method}", method=method, seed=seed, recipe=a.recipe, pretrained=m.get("pretrained"),
+                wall_time_s=m["wall_time_s"], train_time_s=m["train_time_s"], threads=threads,
+                n_parameters=m["n_parameters"], **{k: t[k] for k in KEYS})
+
+
+def mace_log_epoch_times(log: Path) -> list:
+    "Timestamps (s) of MACE's per-epoch evaluation lines."
+    stamps = []
+    for line in log.read_text().splitlines():
+        if re.search(r"Epoch\s+\d+", line):
+            m = re.match(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)", line)
+            if m: stamps.append(datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f").timestamp())
+    return stamps
+
+
+def mace_train(a, name, epochs, seed, eval_interval):
+    work = Path(a.work) / name
+    shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
+    swa = max(1, int(0.75 * epochs))
+    cmd = [str(Path(a.mace_venv) / "bin" / "mace_run_train"), "--name", "run", "--train_file", str(Path(a.train).resolve()),
+           "--energy_key", a.energy_key, "--forces_key", a.forces_key, "--max_num_epochs", str(epochs),
+           "--start_swa", str(swa), "--eval_interval", str(eval_interval), "--seed", str(seed), *MACE_ARGS]
+    env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
+    print("$", " ".join(cmd), flush=True)
+    t0 = time.perf_counter()
+    with open(work / "stdout.log", "w") as log:
+        subprocess.run(cmd, cwd=work, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
+    return work, time.perf_counter() - t0
+
+
+def run_mace(a, seed):
+    out = Path(a.work) / f"mace_s{seed}.json"
+    if out.exists(): return json.loads(out.read_text())
+    # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
+    work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
+    stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
+    if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
+    t_epoch = stamps[-1] - stamps[-2]
+    overhead = max(0.0, t_cal - 2 * t_epoch)
+    epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
+    print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
+    work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, epochs))
+    model = next(p for p in work.glob("run*.model") if "compiled" not in p.name and "stagetwo" not in p.name) \
+        if not (work / "run_stagetwo.model").exists() else work / "run_stagetwo.model"
+    pred = work / "test_pred.xyz"
+    subprocess.run([str(Path(a.mace_venv) / "bin" / "mace_eval_configs"), "--configs", str(Path(a.test).resolve()),
+                    "--model", str(model), "--output", str(pred), "--device", "cpu"],
+                   check=True, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)), cwd=work)
+    ref, got = read(a.test, ":"), read(pred, ":")
+    res = dict(model="mace", method="none", seed=seed, epochs=epochs, calibration_s=t_cal, seconds_per_epoch=t_epoch,
+               wall_time_s=t_run, threads=a.threads, model_file=model.name, mace_args=MACE_ARGS,
+               **errors(ref, [g.info["MACE_energy"] for g in got], [g.arrays["MACE_forces"] for g in got]))
+    out.write_text(json.dumps(res, indent=1))
+    return res
+
+
+def summarise(rows):
+    table = {}
+    for r in rows:
+        g = table.setdefault(r["model"], {"seeds": []})
+        g["seeds"].append(r["seed"])
+        for k in KEYS + ["wall_time_s"]:
+            g.setdefault(k, []).append(r[k])
+    for g in table.values():
+        for k in KEYS + ["wall_time_s"]:
+            v = g.pop(k)
+            g[k] = dict(mean=statistics.mean(v), std=statistics.stdev(v) if len(v) > 1 else float("nan"), values=v)
+    return table
+
+
+def print_table(table):
+    cols = ["force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom", "wall_time_s"]
+    print(f"{'model':16s} {'seeds':>6s} " + " ".join(f"{c:>24s}" for c in cols))
+    for name, g in table.items():
+        print(f"{name:16s} {len(g['seeds']):6d} " + " ".join(f"{g[c]['mean']:12.2f} +- {g[c]['std']:8.2f}" for c in cols))
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True, help="extxyz with energies and forces")
+    p.add_argument("--test", required=True, help="extxyz with energies and forces")
+    p.add_argument("--energy-key", default="energy"); p.add_argument("--forces-key", default="forces")
+    p.add_argument("--recipe", default="cpu-30min")
+    p.add_argument("--methods", nargs="*", default=["none", "anids"], help="our noise methods (default none anids)")
+    p.add_argument("--pretrained", default="qm9", help="pre-trained weights for the denoising methods ('' for none)")
+    p.add_argument("--seeds", nargs="*", type=int, default=[0, 1, 2])
+    p.add_argument("--mace-seeds", nargs="*", type=int, default=[0], help="MACE seeds (none: skip MACE)")
+    p.add_argument("--mace-venv", default="mace-venv", help="virtual environment with mace-torch")
+    p.add_argument("--budget-min", type=float, default=30.0, help="MACE's wall-clock budget in minutes")
+    p.add_argument("--threads", type=int, default=2, help="threads of MACE (and of ours with --jobs 1)")
+    p.add_argument("--jobs", type=int, default=1, help="our trainings at a time (each with threads/jobs threads)")
+    p.add_argument("--work", default="compare_mace_runs", help="folder for the runs")
+    p.add_argument("--out", default=str(ROOT / "results" / "compare_mace.json"))
+    a = p.parse_args(argv)
+    if a.mace_seeds and not (Path(a.mace_venv) / "bin" / "mace_run_train").exists():
+        p.error(f"no mace_run_train in {a.mace_venv}; make the environment as shown above or pass --mace-seeds")
+    Path(a.work).mkdir(parents=True, exist_ok=True)
+    rows, threads = [], max(1, a.threads // a.jobs)
+
+    def save():
+        table = summarise(rows)
+        Path(a.out).write_text(json.dumps(dict(train=a.train, test=a.test, recipe=a.recipe, budget_min=a.budget_min,
+                                               table=table, runs=rows), indent=1))
+        return table
+
+    with ThreadPoolExecutor(a.jobs) as pool:
+        for r in pool.map(lambda ms: run_ours(*ms, a, threads), [(m, s) for s in a.seeds for m in a.methods]):
+            rows.append(r); save()
+    for s in a.mace_seeds:
+        rows.append(run_mace(a, s)); save()
+    table = save()
+    print_table(table)
+    if "anids-none" in table:
+        base = table["anids-none"]["force_mae_meV_A"]["values"]
+        for name, g in table.items():
+            v = g["force_mae_meV_A"]["values"]
+            if name != "anids-none" and len(v) == len(base):
+                gain = [100 * (1 - x / b) for x, b in zip(v, base)]
+                print(f"{name}: force MAE {statistics.mean(gain):+.1f} % lower than anids-none (per seed: "
+                      + ", ".join(f"{g:+.1f}" for g in gain) + ")")
+    print("wrote", a.out)
+
+
+if __name__ == "__main__":
+    main()

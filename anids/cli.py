@@ -2,7 +2,7 @@
 
 # %% ../nbs/08_cli.ipynb #0e7ba139
 from __future__ import annotations
-import argparse, json, sys
+import argparse
 from dataclasses import fields
 from pathlib import Path
 import numpy as np

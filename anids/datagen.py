@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import sys
 import time
 from datetime import datetime, timezone
 from importlib.metadata import PackageNotFoundError, version

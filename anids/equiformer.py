@@ -231,7 +231,6 @@ class DepthwiseTensorProduct(nn.Module):
         self.weight = nn.Parameter(torch.randn(self.weight_numel)) if internal_weights else None
 
     def forward(self, x: Features, basis: EdgeBasis, weight: torch.Tensor|None = None) -> Features:
-        E = basis.sh.shape[0]
         w = self.weight if weight is None else weight
         pieces = [[] for _ in range(self.lmax_out + 1)]
         for l1, ps in self.paths.items():
@@ -462,7 +461,7 @@ class Equiformer(Backbone):
         if num_layers < 1: raise ValueError("need num_layers >= 1")
         if not emb[0] or not feat[0] or not head[0]:
             raise ValueError("node, feature and head irreps need scalar (0e) channels")
-        if len(feat) != len(emb): raise ValueError(f"irreps_feature must have the same L_max as the node irreps")
+        if len(feat) != len(emb): raise ValueError("irreps_feature must have the same L_max as the node irreps")
         self.lmax = L = len(emb) - 1
         self.cutoff, self.max_z, self.max_neighbors = float(cutoff), int(max_z), max_neighbors
         self.num_scalar_features = feat[0]

@@ -3,12 +3,12 @@
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
 import json, math, time
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import torch
 from . import data as D
-from .train import make_config, fit, versions, TrainConfig
+from .train import make_config, fit, versions
 
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',

@@ -3,7 +3,6 @@
 # %% ../nbs/01_graphs.ipynb #bc77c66d
 from __future__ import annotations
 from dataclasses import dataclass
-import numpy as np
 import torch
 from vesin.torch import NeighborList
 

@@ -2,15 +2,14 @@
 
 # %% ../nbs/06_model.ipynb #2bba98bb
 from __future__ import annotations
-from dataclasses import dataclass, asdict, field
+from dataclasses import dataclass
 from pathlib import Path
-import math
 import torch
 from torch import nn
-from .graphs import Graph, radius_graph, edge_vectors
+from .graphs import Graph, radius_graph
 from .backbones import Backbone, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
-from .losses import (anids_loss, anids_target, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
+from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0

@@ -3,9 +3,8 @@
 # %% ../nbs/07_train.ipynb #8d1ae4b9
 from __future__ import annotations
 import json, math, os, platform, subprocess, sys, time
-from dataclasses import dataclass, asdict, field, fields, replace
+from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
-import numpy as np
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging

@@ -7,7 +7,7 @@ Three runs on the same structures, backbone and recipe (md17-demo): no noise; An
 pre-trained generator; its Sigma_i cached once before training, reported separately); AniDS with psi trained jointly
 (Algorithm 2 from scratch). Each run's seconds per epoch are the median over its epochs after the first, from the
 Lightning epoch-time log. Writes results/bench_overhead.json with the ratios, package versions, CPU model and load."""
-import argparse, json, os, platform, statistics, sys, tempfile, time
+import argparse, json, os, platform, statistics, tempfile, time
 from pathlib import Path
 
 import torch

@@ -1,6 +1,5 @@
 """Lightning DDP on 2 CPU processes (gloo): both ranks must end with identical weights."""
 import json, os, subprocess, sys
-from pathlib import Path
 import pytest
 from ase.build import molecule
 from ase.calculators.emt import EMT

@@ -137,6 +137,24 @@ def print_table(table):
         print(f"{name:16s} {len(g['seeds']):6d} " + " ".join(f"{g[c]['mean']:12.2f} +- {g[c]['std']:8.2f}" for c in cols))
 
 
+def plot(rows, path):
+    "Test force MAE and RMSE per model, one dot per seed, bars at the mean."
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.2))
+    for ax, key, name in zip(axes, ["force_mae_meV_A", "force_rmse_meV_A"], ["force MAE", "force RMSE"]):
+        for k, m in enumerate(models):
+            v = [r[key] for r in rows if r["model"] == m]
+            ax.bar(k, statistics.mean(v), color=f"C{k}", alpha=0.5)
+            ax.plot([k] * len(v), v, "o", color=f"C{k}")
+        ax.set_xticks(range(len(models)), models, rotation=15)
+        ax.set_ylabel(f"test {name} (meV/A)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=130)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", required=True, help="extxyz with energies and forces")
@@ -153,6 +171,7 @@ def main(argv=None):
     p.add_argument("--jobs", type=int, default=1, help="our trainings at a time (each with threads/jobs threads)")
     p.add_argument("--work", default="compare_mace_runs", help="folder for the runs")
     p.add_argument("--out", default=str(ROOT / "results" / "compare_mace.json"))
+    p.add_argument("--figure", default=str(ROOT / "figures" / "compare_mace.png"))
     a = p.parse_args(argv)
     if a.mace_seeds and not (Path(a.mace_venv) / "bin" / "mace_run_train").exists():
         p.error(f"no mace_run_train in {a.mace_venv}; make the environment as shown above or pass --mace-seeds")
@@ -172,6 +191,7 @@ def main(argv=None):
         rows.append(run_mace(a, s)); save()
     table = save()
     print_table(table)
+    if a.figure and rows: plot(rows, a.figure)
     if "anids-none" in table:
         base = table["anids-none"]["force_mae_meV_A"]["values"]
         for name, g in table.items():

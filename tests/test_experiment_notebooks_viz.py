@@ -81,7 +81,8 @@ def test_case_study_small(tmp_path):
     assert cs["crystal"]["o_o_cos"]["anids_ideal_lattice"] == cs["crystal"]["o_o_cos"]["anids"]   # same structure
     assert cs["versions"]["torch"] and "sMAPE" in cs["smape_definition"]
     phys = json.loads((res / "physical_covariance.json").read_text())
-    assert set(phys["summary"]) == {"anids", "denoisevae", "anids_untrained", "random_orientation"}
+    assert set(phys["summary"]) == {"anids", "denoisevae", "anids_qm9", "denoisevae_qm9", "anids_untrained", "random_orientation"}
+    assert phys["checkpoints"]["anids_qm9"].endswith("pretrain_qm9_painn_demo_anids.pt")
     assert set(phys["summary"]["anids"]) == {"train_molecules", "held_out_molecules", "crystals"}
     for key in ("stiff_cos_mean", "trace_spearman", "shape_distance_mean"):
         assert phys["summary"]["anids"]["held_out_molecules"][key] is not None

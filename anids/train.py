@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
+from torch.optim.swa_utils import AveragedModel
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
 from ase import units
@@ -18,9 +19,9 @@ from .data import atomic_reference_energies
 
 # %% auto #0
 __all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
-           'make_config', 'cosine_with_warmup', 'AniDSModule', 'evaluate', 'in_units', 'checkpoint_dirs',
-           'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'versions',
-           'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
+           'make_config', 'cosine_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
+           'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme',
+           'versions', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -185,9 +186,12 @@ class AniDSModule(L.LightningModule):
         # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
         stats = {} if batch_idx % NOISE_STATS_EVERY == 0 else None   # the first batch of every epoch included
         total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
-        logged = {f"train/{k}": v.detach() for k, v in terms.items()}
-        logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.denoise)})
-        self.log_dict(logged, batch_size=B)
+        # per-step values reach the CSV log only every `log_every_n_steps` steps, and on a CPU each `self.log` costs
+        # about a millisecond (Lightning moves its result store per key): log only the steps that are written
+        if (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
+            logged = {f"train/{k}": v.detach() for k, v in terms.items()}
+            logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.denoise)})
+            self.log_dict(logged, batch_size=B)
         if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
         return total
 
@@ -213,11 +217,43 @@ class AniDSModule(L.LightningModule):
         if self.noise_cfg.train_generator or self.in_kl_warmup:  # frozen psi: not even weight decay touches it
             gp = [p for p in self.model.generator.parameters() if p.requires_grad]
             if gp: groups.append({"params": gp, "lr": self.cfg.generator_lr or self.cfg.lr})
-        opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay)
+        opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, foreach=True)
         warmup = int(round(self.cfg.warmup_epochs * self.steps_per_epoch))
         sched = torch.optim.lr_scheduler.LambdaLR(
             opt, lambda s: cosine_with_warmup(s, self.total_steps, warmup, self.cfg.min_lr_ratio))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+# %% ../nbs/07_train.ipynb #1c5f5151
+class _TrainableAveragedModel(AveragedModel):
+    "AveragedModel whose EMA update touches only the parameters that train, all at once."
+    def __init__(self, model, decay: float, **kw):
+        super().__init__(model, **kw)
+        self.decay, self._pairs = float(decay), None
+    def update_parameters(self, model):
+        if self._pairs is None or self._pairs[2] is not model:
+            mine = dict(self.module.named_parameters())
+            names = [n for n, p in model.named_parameters() if p.requires_grad]
+            self._pairs = ([mine[n].detach() for n in names],
+                           [p.detach() for n, p in model.named_parameters() if p.requires_grad], model)
+        averaged, current, _ = self._pairs
+        if self.n_averaged == 0:   # the first update copies everything, frozen parameters and buffers included
+            for a, c in zip(list(self.module.parameters()) + list(self.module.buffers()),
+                            list(model.parameters()) + list(model.buffers())):
+                a.detach().copy_(c.detach())
+        elif averaged:
+            torch._foreach_lerp_(averaged, current, 1.0 - self.decay)
+        self.n_averaged += 1
+
+class TrainableEMA(EMAWeightAveraging):
+    "Lightning's EMA callback with `_TrainableAveragedModel`'s update (same weights, a fraction of the cost)."
+    def __init__(self, decay: float = 0.999, **kw):
+        super().__init__(decay=decay, **kw)
+        self.decay = float(decay)
+    def setup(self, trainer, pl_module, stage):
+        if stage == "fit":
+            self._average_model = _TrainableAveragedModel(pl_module, self.decay, device=self._device or pl_module.device,
+                                                          use_buffers=self._use_buffers)
+
 
 # %% ../nbs/07_train.ipynb #bb81bc5d
 def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
@@ -459,7 +495,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if config.checkpoint_every_n_steps > 0:  # long epochs: last.ckpt also every n steps, so --resume loses little
         callbacks.append(ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="step", save_last=True,
                                          every_n_train_steps=config.checkpoint_every_n_steps))
-    if config.ema_decay > 0: callbacks.append(EMAWeightAveraging(decay=config.ema_decay))
+    if config.ema_decay > 0: callbacks.append(TrainableEMA(decay=config.ema_decay))
     if config.progress: callbacks.append(RunProgress(f"{config.method} {out_dir.name}"))
     callbacks += list(extra_callbacks or [])
     # Algorithm 2 leaves parts of the model unused in some steps (the noise head and psi when no structure of
@@ -483,7 +519,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     trainer.fit(module, ckpt_path=resume, **loaders)
     train_time = clock.total()   # includes the time before a resumption
     if old_rows is not None: _merge_resumed_log(old_log, old_rows)
-    model = module.model  # holds the EMA weights after fit (EMAWeightAveraging swaps them in)
+    model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
     # every rank must hold the same weights: a cheap cross-rank check, stored with the metrics
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
     all_checksums = trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()

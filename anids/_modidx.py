@@ -301,6 +301,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'anids.graphs.nearest_neighbors': ('graphs.html#nearest_neighbors', 'anids/graphs.py'),
                               'anids.graphs.radius_graph': ('graphs.html#radius_graph', 'anids/graphs.py')},
             'anids.losses': { 'anids.losses.LossWeights': ('losses.html#lossweights', 'anids/losses.py'),
+                              'anids.losses.LossWeights.__post_init__': ('losses.html#lossweights.__post_init__', 'anids/losses.py'),
+                              'anids.losses.LossWeights.of': ('losses.html#lossweights.of', 'anids/losses.py'),
                               'anids.losses._as_mask': ('losses.html#_as_mask', 'anids/losses.py'),
                               'anids.losses.anids_loss': ('losses.html#anids_loss', 'anids/losses.py'),
                               'anids.losses.anids_target': ('losses.html#anids_target', 'anids/losses.py'),

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from . import data as D
-from .train import make_config, fit, versions
+from .train import TRAIN_PRESETS, make_config, fit, versions
 
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
@@ -51,7 +51,7 @@ def describe_data(info: dict) -> str:
     return line
 
 def run_md17(molecule: str = "aspirin",
-             backbone: str|None = None,        # None: equiformer (L=2) for the paper preset, painn for the demo
+             backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
              method: str = "anids",            # none | dens | denoisevae | anids-add | anids
              dataset: str = "bundled",         # bundled (offline GFN2-xTB) | md17 (original files)
              preset: str = "demo",             # demo (CPU minutes) | paper (App. C table)
@@ -66,14 +66,16 @@ def run_md17(molecule: str = "aspirin",
     "Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number."
     if preset not in ("demo", "paper"): raise ValueError(f"preset must be 'demo' or 'paper', got {preset!r}")
     t0 = time.time()
-    if backbone is None: backbone = "equiformer" if preset == "paper" else "painn"
     sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
     recipe = "md17-paper" if preset == "paper" else "md17-demo"
-    base = dict(backbone=backbone, method=method, seed=seed, progress=progress, accelerator=device,
-                preset="md17" if preset == "paper" else "demo")
+    base = dict(method=method, seed=seed, progress=progress, accelerator=device)
+    if backbone is not None and backbone != TRAIN_PRESETS[recipe]["backbone"]:
+        # another backbone at the recipe's scale: its own preset of the same name (md17 / demo)
+        base.update(backbone=backbone, preset="md17" if preset == "paper" else "demo")
     if epochs is not None: base["epochs"] = epochs
     base.update(overrides)
     cfg = make_config(recipe, molecule=molecule, **base)
+    backbone = cfg.backbone
     out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{preset}_seed{seed}"
     if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
     pre_metrics = None

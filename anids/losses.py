@@ -2,7 +2,7 @@
 
 # %% ../nbs/05_losses.ipynb #759c5db9
 from __future__ import annotations
-from dataclasses import dataclass, asdict
+from dataclasses import dataclass, asdict, fields
 import math
 import torch
 
@@ -140,16 +140,24 @@ def stress_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) ->
 @dataclass
 class LossWeights:
     "The lambdas of App. B.3 / Eq. 10. Defaults: the paper's MD17 fine-tuning (aspirin) and pre-training values."
-    energy: float = 1.0     # lambda_E
-    force: float = 80.0     # lambda_F
-    stress: float = 0.0     # lambda_rho
-    denoise: float = 5.0    # lambda_AniDS (decayed linearly to 0 by the MD17 recipe, see anids.train)
-    kl: float = 1.0         # lambda_KL
-    gamma: float = 1.0      # lambda_gamma
+    lambda_energy: float = 1.0     # lambda_E
+    lambda_force: float = 80.0     # lambda_F
+    lambda_stress: float = 0.0     # lambda_rho
+    lambda_denoise: float = 5.0    # lambda_AniDS (decayed linearly to 0 by the MD17 recipe, see anids.train)
+    lambda_kl: float = 1.0         # lambda_KL
+    lambda_gamma: float = 1.0      # lambda_gamma
+
+    def __post_init__(self):
+        negative = [f.name for f in fields(LossWeights) if getattr(self, f.name) < 0]   # (also in TrainConfig)
+        if negative: raise ValueError(f"loss weights must be >= 0, got {', '.join(f'{k}={getattr(self, k)}' for k in negative)}")
+
+    def of(self, term: str) -> float:
+        "The weight of loss term `term` (energy, force, stress, denoise, kl, gamma)."
+        return getattr(self, f"lambda_{term}")
 
 def total_loss(terms: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
     "Weighted sum of the loss terms present in `terms` (keys: energy, force, stress, denoise, kl, gamma)."
-    w = asdict(weights)
+    w = {k.removeprefix("lambda_"): v for k, v in asdict(weights).items()}
     unknown = set(terms) - set(w)
     if unknown: raise ValueError(f"unknown loss terms {sorted(unknown)}")
     if not terms: raise ValueError("no loss terms")

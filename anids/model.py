@@ -165,11 +165,11 @@ class AniDSModel(nn.Module):
             noisy = pos + noise * m
             if cfg.force_encoding and has_forces:
                 fenc = data.forces / self.force_scale * m
-        need_forces = has_forces and weights.force > 0
+        need_forces = has_forces and weights.lambda_force > 0
         pred = self.predict(data, noisy, fenc, compute_forces=need_forces, create_graph=True,
-                            compute_stress=weights.stress > 0 and getattr(data, "stress", None) is not None)
+                            compute_stress=weights.lambda_stress > 0 and getattr(data, "stress", None) is not None)
         terms = {}
-        if weights.energy > 0 and getattr(data, "energy", None) is not None:
+        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None:
             terms["energy"] = energy_loss(pred.energy, data.energy.to(torch.float64), self.force_scale)
         if need_forces:
             terms["force"] = force_loss(pred.forces, data.forces, ~atom_mask, batch, B, cfg.force_loss,
@@ -186,7 +186,7 @@ class AniDSModel(nn.Module):
             rb = None if cfg.denoise_reduction == "pooled_l2" else batch
             if cfg.train_generator and self.generator.learned:
                 terms["kl"] = kl_isotropic_prior(cov.sigma, cfg.sigma_p, atom_mask, rb, B, L=L)
-                if self.method in ("anids", "anids-add") and weights.gamma > 0:
+                if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
                     terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, rb, B)
             if stats is not None and self.generator.learned:
                 stats.update(covariance_stats(cov, L, atom_mask, cfg.sigma_p))

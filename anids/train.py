@@ -25,8 +25,13 @@ __all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_M
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
-class TrainConfig:
-    "All settings of a run. Units: A, eV; learning rates per step."
+class TrainConfig(DenoisingConfig, LossWeights):
+    """All settings of a run, each declared once. Units: A, eV; learning rates per step.
+
+    A TrainConfig *is* a `DenoisingConfig` (how structures are corrupted: p, r, sigma_p, kappa, target_scale,
+    denoise_reduction, force_encoding, force_loss, force_normalisation; see `anids.model`) and a `LossWeights`
+    (lambda_energy ... lambda_gamma; see `anids.losses`), plus the settings below; `denoising()` and `weights()`
+    hand those parts to the model, so a setting cannot be lost on the way."""
     # model
     backbone: str = "painn"          # denoiser backbone (anids.backbones.BACKBONES)
     preset: str = "demo"             # its preset
@@ -34,26 +39,11 @@ class TrainConfig:
     method: str = "anids"            # none | dens | denoisevae | anids-add | anids
     force_mode: str = "conservative" # conservative (-dE/dx) | direct
     scheme: str = "finetune"         # finetune (Algorithm 2) | pretrain (Algorithm 1)
-    # denoising (App. C)
-    p: float = 0.25                  # p_AniDS
-    r: float = 0.25                  # r_AniDS
-    sigma_p: float = 0.05            # prior std; also DeNS's fixed std
-    kappa: float = 0.30
-    target_scale: str = "per_structure"  # per_structure (authors' L_norm_std) | prior | none (see anids.losses)
-    denoise_reduction: str = "pooled_l2"  # pooled_l2 (authors' code) | per_structure_sq (Algorithm 2 as printed)
-    force_encoding: bool = True
+    # the generator's scheme: a run may leave it open, `fit` decides (a DenoisingConfig needs True or False)
     train_generator: bool|None = None  # None: joint without a pre-trained generator, frozen with one; True / False force it
     generator_lr: float = 0.0        # learning rate of psi when it trains (0: the same as lr)
     kl_warmup_threshold: float = 0.0 # >0: train psi on KL alone until KL < threshold (OC22: 2.0)
-    # loss weights
-    lambda_energy: float = 1.0
-    lambda_force: float = 80.0
-    lambda_stress: float = 0.0
-    lambda_denoise: float = 5.0
-    lambda_kl: float = 1.0
-    lambda_gamma: float = 1.0
     denoise_decay: bool = True       # lambda_denoise decays linearly to 0 over the run (authors' MD17 code)
-    force_loss: str = "l2mae"
     # optimisation
     epochs: int = 100
     max_steps: int = 0               # >0: stop after this many optimiser steps (the schedule spans them)
@@ -77,32 +67,32 @@ class TrainConfig:
     progress: bool = True
 
     def __post_init__(self):
+        DenoisingConfig.__post_init__(self); LossWeights.__post_init__(self)
         if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
         if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
         if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
         if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
 
     def denoising(self) -> DenoisingConfig:
-        pre = self.scheme == "pretrain"
-        return DenoisingConfig(p=1.0 if pre else self.p, r=1.0 if pre else self.r, sigma_p=self.sigma_p, kappa=self.kappa,
-                               target_scale=self.target_scale, denoise_reduction=self.denoise_reduction,
-                               force_encoding=self.force_encoding and not pre,
-                               train_generator=True if pre else bool(self.train_generator), force_loss=self.force_loss)
+        "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."
+        d = {f.name: getattr(self, f.name) for f in fields(DenoisingConfig)}
+        d["train_generator"] = bool(self.train_generator)
+        if self.scheme == "pretrain": d.update(p=1.0, r=1.0, force_encoding=False, train_generator=True)
+        return DenoisingConfig(**d)
 
     def weights(self) -> LossWeights:
-        pre = self.scheme == "pretrain"
-        return LossWeights(energy=0.0 if pre else self.lambda_energy, force=0.0 if pre else self.lambda_force,
-                           stress=0.0 if pre else self.lambda_stress, denoise=self.lambda_denoise,
-                           kl=self.lambda_kl, gamma=self.lambda_gamma)
+        "The loss weights of this run (Algorithm 1 has no energy, force or stress terms)."
+        w = {f.name: getattr(self, f.name) for f in fields(LossWeights)}
+        if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0)
+        return LossWeights(**w)
 
-TRAIN_PRESETS = {
-    # MD17 fine-tuning table (App. C, aspirin column) + the authors' code: Equiformer L=2 in the authors' code;
-    # PaiNN until the Equiformer backbone lands (see md17_finetune.ipynb)
-    "md17-paper": dict(preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
+TRAIN_PRESETS = {  # every recipe names its backbone and that backbone's preset
+    # MD17 fine-tuning table (App. C, aspirin column) + the authors' code, on their backbone: Equiformer (L=2)
+    "md17-paper": dict(backbone="equiformer", preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
                        denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
     # the same recipe, scaled to a 2-core CPU and ~10 minutes
-    "md17-demo": dict(preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
+    "md17-demo": dict(backbone="painn", preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
                       ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
     # the best recipe we offer on a laptop CPU: about 1000 small molecules trained in at most 30 minutes on
@@ -115,7 +105,8 @@ TRAIN_PRESETS = {
                       train_generator=None, check_val_every_n_epoch=10),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
     # (4000 warm-up steps of 40000 = the first 10% of the run)
-    "pretrain": dict(scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
+    # (the backbone is the caller's: run_pretraining passes its own; PaiNN demo when none is given)
+    "pretrain": dict(backbone="painn", preset="demo", scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
                      kappa=0.30, lambda_denoise=1.0, denoise_decay=False, train_generator=True, epochs=100,
                      warmup_epochs=10),
 }
@@ -169,7 +160,7 @@ class AniDSModule(L.LightningModule):
     def current_weights(self) -> LossWeights:
         w = replace(self.base_weights)
         if self.cfg.denoise_decay:
-            w.denoise = self.base_weights.denoise * max(0.0, 1.0 - self.global_step / self.total_steps)
+            w.lambda_denoise = self.base_weights.lambda_denoise * max(0.0, 1.0 - self.global_step / self.total_steps)
         return w
 
     def training_step(self, batch, batch_idx):
@@ -190,7 +181,7 @@ class AniDSModule(L.LightningModule):
         # about a millisecond (Lightning moves its result store per key): log only the steps that are written
         if (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
             logged = {f"train/{k}": v.detach() for k, v in terms.items()}
-            logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.denoise)})
+            logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.lambda_denoise)})
             self.log_dict(logged, batch_size=B)
         if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
         return total

@@ -435,6 +435,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                'anids/train.py'),
                              'anids.train._TrainableAveragedModel.update_parameters': ( 'train.html#_trainableaveragedmodel.update_parameters',
                                                                                         'anids/train.py'),
+                             'anids.train._cached_noise_stats': ('train.html#_cached_noise_stats', 'anids/train.py'),
                              'anids.train._git_revision': ('train.html#_git_revision', 'anids/train.py'),
                              'anids.train._log_version': ('train.html#_log_version', 'anids/train.py'),
                              'anids.train._merge_resumed_log': ('train.html#_merge_resumed_log', 'anids/train.py'),

@@ -13,7 +13,8 @@ from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
 from ase import units
 import anids
-from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances
+from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, covariance_stats
+from .noise import Covariance
 from .losses import LossWeights
 from .data import atomic_reference_energies
 
@@ -175,7 +176,9 @@ class AniDSModule(L.LightningModule):
         w = self.current_weights()
         # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
         # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
-        stats = {} if batch_idx % NOISE_STATS_EVERY == 0 else None   # the first batch of every epoch included
+        # a frozen psi does the same every epoch: its statistics are measured once, over the cached training set
+        measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
+        stats = {} if measure else None
         total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
         # per-step values reach the CSV log only every `log_every_n_steps` steps, and on a CPU each `self.log` costs
         # about a millisecond (Lightning moves its result store per key): log only the steps that are written
@@ -339,6 +342,13 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
     return False if config.train_generator is None else bool(config.train_generator)
 
 # %% ../nbs/07_train.ipynb #200701f9
+def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
+    "What a frozen psi does on the whole training set (the per-epoch log of joint training, measured once)."
+    L = torch.cat([s.noise_chol for s in structures]).double()
+    cov = Covariance(L @ L.transpose(1, 2), torch.cat([s.noise_gamma for s in structures]).double(),
+                     torch.cat([s.noise_a for s in structures]).double())
+    return covariance_stats(cov, L, torch.ones(L.shape[0], dtype=torch.bool), sigma_p)
+
 def _git_revision() -> str|None:
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
@@ -479,7 +489,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
             # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
             t_cache = time.time()
             train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
-            extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache}
+            extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache,
+                     "frozen_generator_stats": _cached_noise_stats(train_set, config.sigma_p)}
     clock = TrainingClock()
     extra_callbacks, callbacks = callbacks, [clock, ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
                                  mode="min", save_last=True)]

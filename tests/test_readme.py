@@ -11,7 +11,16 @@ def test_readme_python_api(tmp_path, monkeypatch):
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     assert len(code.strip().splitlines()) <= 20
     monkeypatch.chdir(tmp_path)
-    exec(compile(code, "README.md", "exec"), {})
+    g = {}
+    exec(compile(code, "README.md", "exec"), g)
+    import numpy as np, torch
+    atoms, pred, cov = g["atoms"], g["pred"], g["cov"]
+    n = len(atoms)
+    assert pred.energy.shape == (1,) and pred.forces.shape == (n, 3) and torch.isfinite(pred.forces).all()
+    assert cov.sigma.shape == (n, 3, 3) and bool((torch.linalg.eigvalsh(cov.sigma) > 0).all())
+    # the reloaded model behind the ASE calculator gives what the model gave before saving
+    assert np.isclose(atoms.get_potential_energy(), float(pred.energy[0]), rtol=1e-5, atol=1e-5)
+    assert np.allclose(atoms.get_forces(), pred.forces.detach().numpy(), atol=1e-5)
     assert (tmp_path / "model.pt").is_file()
 
 

@@ -80,6 +80,8 @@ def test_case_study_small(tmp_path):
     assert change["max_displacement_A"] == 0 and change["Pd_O_coordination"] == [4] * 8
     assert cs["crystal"]["o_o_cos"]["anids_ideal_lattice"] == cs["crystal"]["o_o_cos"]["anids"]   # same structure
     assert cs["versions"]["torch"] and "sMAPE" in cs["smape_definition"]
+    # the "reading" cell quotes this run's numbers, not numbers typed into the prose
+    assert f"{cs['snph4']['summary']['spearman_direction']:.2f}" in cs["reading"] and "untrained generator's" in cs["reading"]
     phys = json.loads((res / "physical_covariance.json").read_text())
     assert set(phys["summary"]) == {"anids", "denoisevae", "anids_qm9", "denoisevae_qm9", "anids_untrained", "random_orientation"}
     assert phys["checkpoints"]["anids_qm9"].endswith("pretrain_qm9_painn_demo_anids.pt")

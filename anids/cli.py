@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 import numpy as np
-from .train import TrainConfig, TRAIN_PRESETS, make_config, fit
+from .train import TrainConfig, RECIPES, make_config, fit
 from . import data as D
 
 # %% auto #0
@@ -37,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--report-unit", default=None, help="also report errors in this unit (default: the files' unit)")
     r = p.add_argument_group("run")
     r.add_argument("--out", help="output directory (default runs/RECIPE-NOISE-seedSEED, numbered if it holds a finished run)")
-    r.add_argument("--recipe", choices=sorted(TRAIN_PRESETS), help="start from a named training recipe")
+    r.add_argument("--recipe", choices=sorted(RECIPES), help="start from a named training recipe")
     r.add_argument("--pretrained", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
                    "QM9 pre-training of this backbone, preset and method); its generator is then frozen")
     r.add_argument("--resume", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")

@@ -8,10 +8,10 @@ from pathlib import Path
 import numpy as np
 import torch
 from . import data as D
-from .train import TRAIN_PRESETS, make_config, fit, versions
+from .train import RECIPES, make_config, fit, versions
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PRETRAIN_PRESETS', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
            'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves',
            'generator_statistics', 'ablation_run', 'run_ablation', 'ablation_table']
 
@@ -54,8 +54,8 @@ def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
              method: str = "anids",            # none | dens | denoisevae | anids-add | anids
              dataset: str = "bundled",         # bundled (offline GFN2-xTB) | md17 (original files)
-             preset: str = "demo",             # demo (CPU minutes) | paper (App. C table)
-             epochs: int|None = None,          # fine-tuning epochs (default: the preset's)
+             scale: str = "demo",              # demo (CPU minutes) | paper (App. C table)
+             epochs: int|None = None,          # fine-tuning epochs (default: the recipe's)
              pretrain_epochs: int = 0,         # >0: Algorithm 1 on the training geometries instead of `pretrained`
              seed: int = 0,
              pretrained: str|None = "qm9",     # 'qm9' (shipped checkpoint), a path, or None (psi trained jointly)
@@ -64,19 +64,19 @@ def run_md17(molecule: str = "aspirin",
              n_train: int = 950, n_val: int = 50, max_test: int|None = None,
              progress: bool = True, **overrides) -> dict:
     "Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number."
-    if preset not in ("demo", "paper"): raise ValueError(f"preset must be 'demo' or 'paper', got {preset!r}")
+    if scale not in ("demo", "paper"): raise ValueError(f"scale must be 'demo' or 'paper', got {scale!r}")
     t0 = time.time()
     sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
-    recipe = "md17-paper" if preset == "paper" else "md17-demo"
+    recipe = "md17-paper" if scale == "paper" else "md17-demo"
     base = dict(method=method, seed=seed, progress=progress, accelerator=device)
-    if backbone is not None and backbone != TRAIN_PRESETS[recipe]["backbone"]:
+    if backbone is not None and backbone != RECIPES[recipe]["backbone"]:
         # another backbone at the recipe's scale: its own preset of the same name (md17 / demo)
-        base.update(backbone=backbone, preset="md17" if preset == "paper" else "demo")
+        base.update(backbone=backbone, preset="md17" if scale == "paper" else "demo")
     if epochs is not None: base["epochs"] = epochs
     base.update(overrides)
     cfg = make_config(recipe, molecule=molecule, **base)
     backbone = cfg.backbone
-    out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{preset}_seed{seed}"
+    out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{scale}_seed{seed}"
     if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
     pre_metrics = None
     if pretrain_epochs > 0:
@@ -88,8 +88,8 @@ def run_md17(molecule: str = "aspirin",
         pretrained = str(out_dir / "pretrain" / "model.pt")
     metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
                   pretrained=pretrained, energy_unit="kcal/mol", extra={"data": sets["info"]})
-    return {"name": f"md17_finetune_{molecule}_{method}_{dataset}_{preset}",
-            "molecule": molecule, "method": method, "backbone": backbone, "dataset": dataset, "preset": preset,
+    return {"name": f"md17_finetune_{molecule}_{method}_{dataset}_{scale}",
+            "molecule": molecule, "method": method, "backbone": backbone, "dataset": dataset, "scale": scale,
             "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": pretrain_epochs,
             "pretrained": pretrained, "test": metrics["test"], "val": metrics["val"],
             "force_mae_kcal_mol_A": metrics["test"]["force_mae_kcal/mol/A"],
@@ -138,7 +138,7 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
     return rows
 
 # %% ../nbs/09_experiments.ipynb #890ec372
-PRETRAIN_PRESETS = {
+PRETRAIN_SCALES = {
     # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step)
     "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
                   lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0),
@@ -160,19 +160,19 @@ def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_va
     return train, val
 
 def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | anids
-             preset: str = "demo",            # demo | paper (PRETRAIN_PRESETS)
-             dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the preset's)
+             scale: str = "demo",             # demo | paper (PRETRAIN_SCALES)
+             dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the scale's)
              backbone: str|None = None, backbone_preset: str|None = None,
              steps: int|None = None, batch_size: int|None = None, seed: int = 0,
              device: str = "cpu", threads: int = 0, max_structures: int|None = None, n_val: int = 500,
              out_dir: str|Path = "runs/pretrain", checkpoint_dir: str|Path|None = None,
              sets: tuple[list, list]|None = None,  # (train, val) structures instead of loading `dataset`
              progress: bool = True, data_dir=None,
-             **overrides) -> dict:                # TrainConfig settings over the preset's (e.g. sigma_p, lambda_kl)
+             **overrides) -> dict:                # TrainConfig settings over the scale's (e.g. sigma_p, lambda_kl)
     "Algorithm 1 on equilibrium structures; writes the named checkpoint and its provenance; returns a summary."
-    if preset not in PRETRAIN_PRESETS: raise ValueError(f"unknown pre-training preset {preset!r}; use {sorted(PRETRAIN_PRESETS)}")
+    if scale not in PRETRAIN_SCALES: raise ValueError(f"unknown pre-training scale {scale!r}; use {sorted(PRETRAIN_SCALES)}")
     if method == "none": raise ValueError("method 'none' has nothing to pre-train (it is the 'no pre-training' baseline)")
-    s = dict(PRETRAIN_PRESETS[preset])
+    s = dict(PRETRAIN_SCALES[scale])
     s.update({k: overrides.pop(k) for k in ("sigma_p", "lambda_kl", "lambda_gamma", "lr") if k in overrides})
     dataset, backbone = dataset or s["dataset"], backbone or s["backbone"]
     backbone_preset, steps, batch_size = backbone_preset or s["backbone_preset"], steps or s["steps"], batch_size or s["batch_size"]
@@ -192,7 +192,7 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
     last = {k: v[-1][1] for k, v in curves.items() if v}
     provenance = {"name": name, "algorithm": "Algorithm 1 (pre-training, every atom corrupted)", "dataset": dataset,
                   "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
-                  "preset": preset, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
+                  "scale": scale, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
                   "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions()}
     ckpt = None
     if checkpoint_dir is not None:

@@ -19,7 +19,7 @@ from .losses import LossWeights
 from .data import atomic_reference_energies
 
 # %% auto #0
-__all__ = ['TRAIN_PRESETS', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
+__all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
            'make_config', 'cosine_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
            'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme',
            'versions', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
@@ -87,7 +87,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0)
         return LossWeights(**w)
 
-TRAIN_PRESETS = {  # every recipe names its backbone and that backbone's preset
+RECIPES = {  # every recipe names its backbone and that backbone's preset
     # MD17 fine-tuning table (App. C, aspirin column) + the authors' code, on their backbone: Equiformer (L=2)
     "md17-paper": dict(backbone="equiformer", preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
@@ -118,11 +118,11 @@ MD17_PER_MOLECULE = {  # App. C fine-tuning table: the columns that differ from 
 }
 
 def make_config(recipe: str|None = None, molecule: str|None = None, **overrides) -> TrainConfig:
-    "A TrainConfig from a named recipe (TRAIN_PRESETS), the paper's per-molecule MD17 values (md17-paper only) and overrides."
+    "A TrainConfig from a named recipe (RECIPES), the paper's per-molecule MD17 values (md17-paper only) and overrides."
     cfg = {}
     if recipe is not None:
-        if recipe not in TRAIN_PRESETS: raise ValueError(f"unknown training preset {recipe!r}; available: {sorted(TRAIN_PRESETS)}")
-        cfg.update(TRAIN_PRESETS[recipe])
+        if recipe not in RECIPES: raise ValueError(f"unknown recipe {recipe!r}; available: {sorted(RECIPES)}")
+        cfg.update(RECIPES[recipe])
         if recipe == "md17-paper" and molecule is not None: cfg.update(MD17_PER_MOLECULE.get(molecule, {}))
     names = {f.name for f in fields(TrainConfig)}
     unknown = set(overrides) - names

@@ -7,6 +7,7 @@ import importlib.util
 import inspect
 import re
 import sys
+import unicodedata
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,8 +28,11 @@ if importlib.util.find_spec("sphinx-mathjax-offline"): extensions.append("sphinx
 # notebooks: stored content only, as the test suite is what executes them
 nb_execution_mode = "off"
 nb_merge_streams = True
-myst_enable_extensions = ["dollarmath", "amsmath"]
+myst_enable_extensions = ["dollarmath"]  # not amsmath: it would take a `\begin{pmatrix}` line inside $$...$$ for a block
+myst_dmath_double_inline = True  # $$...$$ inside a paragraph (as Jupyter allows) is display math
 myst_heading_anchors = 3
+# \text{attn\_hidden} as Jupyter shows it: MathJax's textmacros reads \_ inside \text
+mathjax3_config = {"loader": {"load": ["[tex]/textmacros"]}, "tex": {"packages": {"[+]": ["textmacros"]}}}
 
 # API
 autodoc_default_options = {"members": True, "undoc-members": True, "show-inheritance": True,
@@ -89,7 +93,22 @@ def _rst_text(s: str) -> str:
     return "`".join(p if i % 2 else esc(p) for i, p in enumerate(s.split("`")))
 
 
+def _greek(m):
+    name = m.group(1)
+    try: return unicodedata.lookup(f"GREEK {'CAPITAL' if name[0].isupper() else 'SMALL'} LETTER {name.upper()}")
+    except KeyError: return name
+
+
+def _plain_title(app, pagename, templatename, context, doctree):
+    "The browser's title bar cannot typeset math: `\\(\\psi\\)` becomes ψ, `\\(\\mathbf{\\Sigma}_i\\)` Σ_i"
+    def plain(m):
+        t = re.sub(r"\\(?:mathbf|mathrm|boldsymbol|text)\{([^}]*)\}", r"\1", m.group(1))
+        return re.sub(r"\\([A-Za-z]+)", _greek, t)
+    if context.get("title"): context["title"] = re.sub(r"\\\((.*?)\\\)", plain, context["title"])
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", _plain_docstring)
     app.connect("autodoc-process-docstring", _docments)
+    app.connect("html-page-context", _plain_title)
     app.set_html_assets_policy("always")  # MathJax on every page: the sidebar shows notebook titles with math

@@ -54,6 +54,14 @@ def split_directives(src: str) -> tuple[dict, str]:
 def _false(v: str) -> bool: return v.strip().lower() in ("false", "0", "no")
 
 
+def _table_math(md: str) -> str:
+    "In the rows of a markdown table, `|` inside `$...$` is LaTeX (as Jupyter reads it), not a cell border"
+    def row(line):
+        if not line.lstrip().startswith("|"): return line
+        return re.sub(r"\$[^$]+\$", lambda m: m.group(0).replace(r"\|", r"\Vert ").replace("|", r"\vert "), line)
+    return "\n".join(row(l) for l in md.split("\n"))
+
+
 def clean_notebook(nb: dict) -> dict:
     "The notebook as the site shows it: stored content, no nbdev directives, no hidden or empty cells"
     cells = []
@@ -63,7 +71,7 @@ def clean_notebook(nb: dict) -> dict:
             continue  # front matter (e.g. nbdev's `skip_exec`) or output for other formats: not page content
         if cell["cell_type"] == "markdown":
             if not src.strip() or _FRONT_MATTER.match(src.strip()): continue
-            cells.append(dict(cell, source=src))
+            cells.append(dict(cell, source=_table_math(src)))
             continue
         directives, code = split_directives(src)
         if "hide" in directives: continue
@@ -157,7 +165,7 @@ def stage_api(dest: Path, modules: list[str], nb_of: dict[str, tuple[str, str]])
 
 
 def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: set[str], modules: set[str]) -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = _table_math((ROOT / "README.md").read_text(encoding="utf-8"))
 
     def link_row(m):  # a row of the README's notebook table: link the notebook and the module
         nb, mod = m.group(1), m.group(2)

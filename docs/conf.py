@@ -62,7 +62,7 @@ def _plain_docstring(app, what, name, obj, options, lines):
     if what == "data" and type(obj).__doc__ and "\n".join(lines).strip() == inspect.cleandoc(type(obj).__doc__):
         lines[:] = []  # an undocumented constant: not the docstring of its type (dict, tuple, ...)
     out = []
-    for i, line in enumerate(lines):
+    for line in lines:
         if re.fullmatch(r"\s*-{3,}\s*", line) and out and out[-1].strip():  # a NumPy-style section: a small heading
             out[-1:] = ["", f".. rubric:: {out[-1].strip()}", ""]
         else:

@@ -194,7 +194,8 @@ def stage(dest: Path) -> None:
         names.append(path.stem)
         write_if_changed(dest / "nbs" / path.name, json.dumps(clean_notebook(nb), indent=1, ensure_ascii=False) + "\n")
     lib = [n for n in names if re.match(r"\d\d_", n)]
-    modules = discover_modules(ROOT / PACKAGE)
+    # in the order of their notebooks (00_data first), modules without one after them
+    modules = sorted(discover_modules(ROOT / PACKAGE), key=lambda m: (nb_of.get(m, ("~",))[0], m))
     stage_api(dest, modules, nb_of)
     stage_index(dest, lib, [n for n in names if n not in lib], set(names), set(modules))
     # sources of an earlier build that are gone now (a renamed notebook or module)

@@ -1,0 +1,54 @@
+"""The sources that `bash .ci/docs` hands to Sphinx (docs/stage.py; no Sphinx needed here): every notebook and
+every module of the package gets a page, nbdev's directives and front matter stay off the pages, and nbdev still
+skips executing the experiment notebooks marked `skip_exec`."""
+import importlib.util
+import json
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+_spec = importlib.util.spec_from_file_location("docs_stage", ROOT / "docs" / "stage.py")
+stage = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stage)
+
+
+def test_staged_sources(tmp_path):
+    stage.stage(tmp_path)
+    nbs = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb"))
+    assert sorted(p.name for p in (tmp_path / "nbs").glob("*.ipynb")) == nbs
+    modules = [f"anids.{p.stem}" for p in (ROOT / "anids").glob("*.py") if not p.stem.startswith("_")]
+    assert sorted(p.stem for p in (tmp_path / "api").glob("*.rst")) == sorted(modules)
+    noise = (tmp_path / "api" / "anids.noise.rst").read_text()
+    assert ".. autodata:: anids.noise.NOISE_METHODS" in noise and ".. autoclass:: anids.noise.NoiseGenerator" in noise
+    assert ":doc:`04_noise </nbs/04_noise>`" in noise
+    index = (tmp_path / "index.md").read_text()
+    assert index.startswith((ROOT / "README.md").read_text().splitlines()[0])
+    assert "[`04_noise`](nbs/04_noise.ipynb) | {py:mod}`anids.noise` |" in index
+    for name in nbs:
+        cells = json.loads((tmp_path / "nbs" / name).read_text())["cells"]
+        assert cells and all(c["cell_type"] != "raw" for c in cells), name
+        for c in cells:
+            src = c["source"]
+            if c["cell_type"] == "code": assert not src.lstrip().startswith("#|"), (name, src[:80])
+            else: assert not src.startswith("---"), (name, src[:80])
+    md17 = json.loads((tmp_path / "nbs" / "md17_finetune.ipynb").read_text())["cells"]
+    assert md17[0]["source"].startswith("# MD17 fine-tuning")
+
+
+def test_directives_and_hidden_cells():
+    nb = {"cells": [{"cell_type": "code", "source": "#| default_exp x", "outputs": [], "metadata": {}},
+                    {"cell_type": "code", "source": "#| hide\nsecret = 1", "outputs": [], "metadata": {}},
+                    {"cell_type": "code", "source": "#| export\ndef f(): pass", "outputs": [], "metadata": {}},
+                    {"cell_type": "raw", "source": "---\nskip_exec: true\n---", "metadata": {}},
+                    {"cell_type": "markdown", "source": "| a | $|x|$ |\n|---|---|", "metadata": {}}]}
+    cells = stage.clean_notebook(nb)["cells"]
+    assert [c["source"] for c in cells] == ["def f(): pass", r"| a | $\vert x\vert $ |" + "\n|---|---|"]
+
+
+def test_experiment_notebooks_are_not_executed_by_nbdev():
+    from fastcore.nbio import nb_frontmatter, read_nb
+    from nbdev.test import nb_test_cells
+    for name in ("md17_finetune", "computational_cost"):
+        path = ROOT / "nbs" / f"{name}.ipynb"
+        nb = read_nb(path)
+        assert nb.cells[0].cell_type == "raw" and nb_frontmatter(nb).get("skip_exec") is True
+        assert nb_test_cells(path) == []

@@ -18,7 +18,7 @@ op wait for a descheduled partner thread (10-100x slower elementwise ops). We th
 Writes results/bench_equiformer.json (times in ms).
 """
 from __future__ import annotations
-import argparse, json, os, platform, statistics, subprocess, sys, time
+import argparse, json, os, statistics, subprocess, sys, time
 from pathlib import Path
 
 REFERENCE_S = dict(total=5.7, forward=2.0, backward=3.7)   # the authors' code, measured on a 2-core machine
@@ -45,11 +45,12 @@ if args.omp_wait_policy != "default":
     os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
 import numpy as np                      # noqa: E402  (after the OpenMP setting)
 import torch                            # noqa: E402
-import e3nn                             # noqa: E402
 from rdkit import Chem                  # noqa: E402
 from rdkit.Chem import AllChem          # noqa: E402
 from anids.backbones import build, count_parameters   # noqa: E402
 from anids.graphs import radius_graph   # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import environment, load_warning   # noqa: E402
 
 torch.set_num_threads(args.threads)
 CUTOFF, B = 5.0, 8
@@ -147,7 +148,7 @@ def main():
     print(f"Equiformer preset {args.preset!r}: {count_parameters(model):,d} parameters; {len(z)} atoms in {B} aspirins; "
           f"threads {torch.get_num_threads()}; OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}"
           + (f"; reference: {count_parameters(ref):,d} parameters" if ref is not None else ""), flush=True)
-    load_start = os.getloadavg()
+    env_before = environment()
     ours, theirs, n_edges = [], [], None
     for r in range(args.rounds):
         times = []
@@ -170,7 +171,9 @@ def main():
     print(f"\nours: best round median {best['total_ms']:.0f} ms/step (forward {best['forward_ms']:.0f}, backward {best['backward_ms']:.0f}); "
           f"median over rounds {med:.0f} ms; ratio to the authors' 5.7 s: {best['total_ms'] / 1e3 / REFERENCE_S['total']:.2f} "
           f"(target <= 0.80)")
+    env_after = environment()
     result = dict(
+        ratio_side_by_side=None,   # ours / the authors' code in the same run (with --reference-nets), the number to read
         benchmark="Equiformer training step (energy + force loss, forces = -dE/dx with create_graph=True)",
         units="ms per step", preset=args.preset, parameters=count_parameters(model), atoms=len(z), structures=B,
         edges=n_edges, cutoff_A=CUTOFF, dtype="float32", threads=torch.get_num_threads(),
@@ -178,9 +181,7 @@ def main():
         rounds=ours, best=best, median_over_rounds_ms=med,
         issue_reference_s=REFERENCE_S, ratio_best_to_issue_reference=best["total_ms"] / 1e3 / REFERENCE_S["total"],
         ratio_median_to_issue_reference=med / 1e3 / REFERENCE_S["total"],
-        load_average_start=load_start, load_average_end=os.getloadavg(),
-        machine=dict(cpu=platform.processor() or platform.machine(), cores=os.cpu_count(), python=platform.python_version()),
-        versions=dict(torch=torch.__version__, e3nn=e3nn.__version__),
+        environment_before=env_before, environment_after=env_after,
     )
     if theirs:
         best_ref = min(theirs, key=lambda s: s["total_ms"])
@@ -189,9 +190,11 @@ def main():
                                       source=str(args.reference_nets), note="Equiformer_MD17_DeNS, their MD17 L=2 config, "
                                       "torch_cluster/torch_scatter replaced by small equivalent shims")
         result["ratio_best_to_authors_best"] = best["total_ms"] / best_ref["total_ms"]
+        result["ratio_side_by_side"] = statistics.median(a["total_ms"] / b["total_ms"] for a, b in zip(ours, theirs))
         result["ratio_per_round_to_authors"] = [a["total_ms"] / b["total_ms"] for a, b in zip(ours, theirs)]
         print(f"authors' code: best round median {best_ref['total_ms']:.0f} ms/step; ratio ours/authors (best/best) "
               f"{result['ratio_best_to_authors_best']:.2f}, per round {[round(x, 2) for x in result['ratio_per_round_to_authors']]}")
+    if (w := load_warning(env_before, env_after)): print(w)
     try:
         result["git_revision"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     except OSError:

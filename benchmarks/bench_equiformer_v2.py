@@ -17,16 +17,27 @@ graph is ours and the edge frames stay theirs (random roll). Reference measured 
 on a 2-core machine of this kind.
 """
 from __future__ import annotations
-import argparse, datetime, inspect, json, platform, statistics, sys, tempfile, textwrap, time
+import argparse, inspect, json, os, statistics, sys, tempfile, textwrap, time
 from pathlib import Path
-import numpy as np
-import torch
+
+# OpenMP reads its wait policy once, when torch loads it: set it before the import. With the default (spinning)
+# policy two torch threads on a shared 2-core machine wait for each other's descheduled partner at every parallel op:
+# measured at a load of about 4, one step took 45 s with the default policy, 3.8 s with PASSIVE and 2.9 s with one
+# thread. This, not the code, is what made the same benchmark read 0.7 s on a quiet machine and 1.6-2.0 s on a busy one.
+_pre = argparse.ArgumentParser(add_help=False)
+_pre.add_argument("--omp-wait-policy", default="PASSIVE")
+_OMP = _pre.parse_known_args()[0].omp_wait_policy
+if _OMP != "default": os.environ["OMP_WAIT_POLICY"] = _OMP
+import numpy as np   # noqa: E402
+import torch         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from anids.backbones import build, count_parameters          # noqa: E402
 from anids.equiformer_v2 import PRESETS, EquiformerV2         # noqa: E402
 from anids.graphs import radius_graph, edge_vectors           # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _env import environment, load_warning                    # noqa: E402
 
 REFERENCE_MS = 1550.0     # the authors' code, this configuration, a 2-core machine (measured with --authors on such a machine)
 
@@ -148,6 +159,8 @@ def main():
     ap.add_argument("--steps", type=int, default=7, help="timed steps per repeat (after 2 warm-up steps)")
     ap.add_argument("--repeats", type=int, default=3, help="repeat the measurement, report every median and the best")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--omp-wait-policy", default="PASSIVE", help="OpenMP wait policy: PASSIVE (default), ACTIVE, or "
+                    "'default' (leave OMP_WAIT_POLICY as the environment has it)")
     ap.add_argument("--profile", action="store_true", help="print a torch.profiler table of one step")
     ap.add_argument("--authors", type=Path, default=None, help="a DeNS checkout: also time the authors' code")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench_equiformer_v2.json")
@@ -164,6 +177,7 @@ def main():
     runners = [Ours(z, pos, batch, graph)]
     if args.authors is not None: runners.append(Authors(z, pos, batch, graph, args.authors))
     print(f"{len(z)} atoms, {graph.num_edges} edges, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    env_before = environment()
     for r in runners: time_steps(r, e_ref, f_ref, 2)                     # warm-up
     results = {r.name: [] for r in runners}
     for rep in range(args.repeats):                                     # alternate: same load for both
@@ -174,12 +188,13 @@ def main():
                   f"(forward {s['forward_ms']:.0f}, backward {s['backward_ms']:.0f}, fastest step {s['min_ms']:.0f})")
     ours = results[Ours.name]
     best = min(ours, key=lambda s: s["ms_per_step"])
+    env_after = environment()
     report = dict(
+        ratio_side_by_side=None,   # ours / the authors' code in the same run (with --authors), the number to read
         benchmark="EquiformerV2 training step (energy + direct-force loss, forward + backward), float32",
         config=dict(preset="bench", preset_overrides=cfg, backbone_config=full_cfg, molecules="aspirin x 8 (21 atoms, rattled 0.05 A)",
                     atoms=len(z), edges=graph.num_edges, parameters=count_parameters(runners[0].model)),
-        threads=torch.get_num_threads(), torch=torch.__version__, python=platform.python_version(),
-        machine=platform.machine(), date=datetime.datetime.now().isoformat(timespec="seconds"),
+        threads=torch.get_num_threads(), environment_before=env_before, environment_after=env_after,
         steps_per_repeat=args.steps, repeats=ours,
         ms_per_step=best["ms_per_step"], forward_ms=best["forward_ms"], backward_ms=best["backward_ms"],
         median_of_repeat_medians_ms=statistics.median([s["ms_per_step"] for s in ours]),
@@ -191,12 +206,14 @@ def main():
         report["ratio_to_authors_same_machine"] = dict(
             best_medians=best["ms_per_step"] / report["authors_same_machine"]["ms_per_step"],
             per_repeat=[o["ms_per_step"] / t["ms_per_step"] for o, t in zip(ours, theirs)])
+        report["ratio_side_by_side"] = statistics.median(report["ratio_to_authors_same_machine"]["per_repeat"])
     print(f"best median: {best['ms_per_step']:.0f} ms/step = {report['ratio_to_reference']:.2f} x the reference "
           f"{REFERENCE_MS:.0f} ms (target <= 0.8)")
     if args.authors is not None:
         r = report["ratio_to_authors_same_machine"]
         print(f"vs the authors' code here: {r['best_medians']:.2f} (best medians), per repeat "
               + ", ".join(f"{x:.2f}" for x in r["per_repeat"]))
+    if (w := load_warning(env_before, env_after)): print(w)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")

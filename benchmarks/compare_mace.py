@@ -184,12 +184,16 @@ def main(argv=None):
         p.error(f"no mace_run_train in {a.mace_venv}; make the environment as shown above or pass --mace-seeds")
     Path(a.work).mkdir(parents=True, exist_ok=True)
     rows, threads = [], max(1, a.threads // a.jobs)
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _env import environment
+    env_before = environment()
 
     def save():
         table = summarise(rows)
         files = {k: dict(name=Path(f).name, sha256=hashlib.sha256(Path(f).read_bytes()).hexdigest()) for k, f in (("train", a.train), ("test", a.test))}
-        Path(a.out).write_text(json.dumps(dict(**files, recipe=a.recipe, budget_min=a.budget_min,
-                                               table=table, runs=rows), indent=1))
+        Path(a.out).write_text(json.dumps(dict(table=table, **files, recipe=a.recipe, budget_min=a.budget_min,
+                                               runs=rows, environment_before=env_before, environment_now=environment()),
+                                          indent=1))
         return table
 
     with ThreadPoolExecutor(a.jobs) as pool:

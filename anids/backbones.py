@@ -10,7 +10,8 @@ from torch import nn
 from .graphs import Graph
 
 # %% auto #0
-__all__ = ['BACKBONES', 'PRESETS', 'BackboneOutput', 'Backbone', 'backbone_class', 'build', 'count_parameters']
+__all__ = ['MD17_AVG_NUM_NODES', 'MD17_AVG_DEGREE', 'BACKBONES', 'PRESETS', 'BackboneOutput', 'Backbone', 'backbone_class',
+           'build', 'count_parameters']
 
 # %% ../nbs/02_backbones.ipynb #bda20e0b
 @dataclass
@@ -32,6 +33,12 @@ class Backbone(nn.Module):
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
                 force_encoding: torch.Tensor|None = None) -> BackboneOutput:
         raise NotImplementedError
+
+# %% ../nbs/02_backbones.ipynb #c43d4276
+MD17_AVG_NUM_NODES = 18.03065905448718
+"Mean number of atoms per structure that Equiformer / DeNS normalise the energy with on MD17 (QM9, cutoff 5 A)."
+MD17_AVG_DEGREE = 15.57930850982666
+"Mean number of neighbours within 5 A that they normalise the edge-degree embedding with on MD17."
 
 # %% ../nbs/02_backbones.ipynb #b9d0dc5d
 BACKBONES = {

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from .graphs import Graph, radius_graph, edge_vectors
 from .backbones import Backbone
-from .painn import BesselRBF, cosine_cutoff
+from .layers import BesselRBF, cosine_cutoff, mlp
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'Covariance', 'NoiseGenerator']
@@ -112,12 +112,12 @@ class NoiseGenerator(nn.Module):
         if self.learned:
             if encoder is None: raise ValueError(f"method {method!r} learns Sigma and needs an encoder backbone")
             F = encoder.num_scalar_features
-            self.w0 = nn.Sequential(nn.Linear(F, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+            self.w0 = mlp(F, hidden, 1)
             nn.init.zeros_(self.w0[-1].weight); nn.init.constant_(self.w0[-1].bias, 2 * math.log(sigma))
         if method in ("anids", "anids-add"):
             self.rbf = BesselRBF(num_rbf, encoder.cutoff)
-            self.w1 = nn.Sequential(nn.Linear(2 * F + num_rbf, hidden), nn.SiLU(), nn.Linear(hidden, 1))
-            self.w2 = nn.Sequential(nn.Linear(F, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+            self.w1 = mlp(2 * F + num_rbf, hidden, 1)
+            self.w2 = mlp(F, hidden, 1)
             nn.init.zeros_(self.w2[-1].weight); nn.init.constant_(self.w2[-1].bias, init_log_c)
 
     def covariance(self, z, pos, batch=None, cell=None, pbc=None, graph: Graph|None = None) -> Covariance|None:

@@ -9,6 +9,7 @@ from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
 from e3nn.math import normalize2mom
+from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ExpNormalSmearing, smooth_leaky_relu
@@ -332,15 +333,12 @@ class GraphAttention(nn.Module):
             alpha, value = alpha[:, 0], [v0] + y[1:]
         alpha = smooth_leaky_relu(alpha.reshape(E, H, self.mul_alpha_head)) * _SLRELU
         logit = (alpha * self.alpha_dot).sum(-1)                                          # [E, H]
-        shift = logit.detach().new_full((N, H), -torch.inf).scatter_reduce(0, dst[:, None].expand(E, H), logit.detach(), "amax")
-        ex = torch.exp(logit - shift.index_select(0, dst))
-        den = ex.new_zeros(N, H).index_add_(0, dst, ex)
-        att = ex / (den.index_select(0, dst) + 1e-16)                                      # softmax over j in N(i)
+        att = softmax(logit, dst, num_nodes=N)                                             # over j in N(i)
         out = []
         for l, v in enumerate(value):
             m, d = self.muls_head[l], 2 * l + 1
             v = (v.reshape(E, d, H, m) * att[:, None, :, None]).reshape(E, d, H * m)
-            out.append(v.new_zeros(N, d, H * m).index_add_(0, dst, v))
+            out.append(scatter(v, dst, 0, dim_size=N))
         return self.proj(out)
 
 class FeedForward(nn.Module):
@@ -389,13 +387,13 @@ class EdgeDegreeEmbedding(nn.Module):
         out = []
         for k, (_, l2, l3) in enumerate(ps):
             y = basis.sh[:, l2 * l2:(l2 + 1) ** 2, None] * w[:, k, None, :]     # [E, 2l+1, m0]
-            y = y.new_zeros(N, 2 * l3 + 1, m0).index_add_(0, dst, y)            # sum over neighbours first
+            y = scatter(y, dst, 0, dim_size=N)                                  # sum over neighbours first
             if l3 in self.proj.ls and self.muls[l3]:
                 o = y @ getattr(self.proj, f"weight_{l3}")[:m0]             # rows of the (0, l, l) path
             else:
                 o = y.new_zeros(N, 2 * l3 + 1, self.muls[l3])
             out.append(o * scale)
-        deg = torch.zeros(N, dtype=out[0].dtype, device=out[0].device).index_add_(0, dst, torch.ones_like(dst, dtype=out[0].dtype))
+        deg = torch.bincount(dst, minlength=N).to(out[0].dtype)
         out[0] = out[0] + (deg * scale)[:, None, None] * self.proj.bias
         return out
 

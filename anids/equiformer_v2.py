@@ -7,15 +7,16 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
+from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
 
 # %% auto #0
 __all__ = ['PRESETS', 'CoefficientLayout', 'edge_alignment', 'WignerFromRotation', 's2_grid_matrices', 's2_activation',
-           'RadialFunction', 'SO3Linear', 'LayerNormSH', 'RMSNormSH', 'equivariant_norm', 'segment_softmax',
-           'graph_drop_path', 'EquivariantDropout', 'SO2Convolution', 'SO2EquivariantGraphAttention', 'FeedForwardS2',
-           'TransformerBlock', 'EdgeDegreeEmbedding', 'EquiformerV2']
+           'RadialFunction', 'SO3Linear', 'LayerNormSH', 'RMSNormSH', 'equivariant_norm', 'graph_drop_path',
+           'EquivariantDropout', 'SO2Convolution', 'SO2EquivariantGraphAttention', 'FeedForwardS2', 'TransformerBlock',
+           'EdgeDegreeEmbedding', 'EquiformerV2']
 
 # %% ../nbs/11_equiformer_v2.ipynb #33736114
 _AVG_NUM_NODES = 77.81317            # the authors' normalisers (OC20 IS2RE 100k statistics, their class defaults)
@@ -227,14 +228,6 @@ def equivariant_norm(norm_type: str, lmax: int, channels: int) -> nn.Module:
     if norm_type == "rms_norm_sh": return RMSNormSH(lmax, channels)
     raise ValueError(f"unknown norm_type {norm_type!r}; use 'layer_norm_sh' or 'rms_norm_sh'")
 
-def segment_softmax(logits, index, num_segments):
-    "Softmax of logits [E, H] over the edges that share a centre atom."
-    mx = torch.full((num_segments, logits.shape[1]), -torch.inf, dtype=logits.dtype, device=logits.device)
-    mx = mx.scatter_reduce(0, index[:, None].expand_as(logits), logits.detach(), "amax", include_self=True)
-    ex = torch.exp(logits - mx.index_select(0, index))
-    den = torch.zeros_like(mx).index_add(0, index, ex)
-    return ex / den.index_select(0, index)
-
 def graph_drop_path(x, batch, p: float, training: bool):
     "Stochastic depth per structure: drop the whole residual branch of a structure with probability p (scaled by 1/(1-p))."
     if p == 0.0 or not training: return x
@@ -320,13 +313,12 @@ class SO2EquivariantGraphAttention(nn.Module):
         msg = torch.cat([F.silu(gate)[:, None], s2_activation(msg, T, Fm[1:])], dim=1)  # separable S^2 activation
         msg, _ = self.conv2(msg)
         a = smooth_leaky_relu(self.alpha_norm(alpha.view(-1, self.H, self.A)))
-        a = segment_softmax((a * self.alpha_dot).sum(-1), e.dst, e.num_nodes)         # [E, H]
+        a = softmax((a * self.alpha_dot).sum(-1), e.dst, num_nodes=e.num_nodes)     # [E, H], over j in N(i)
         if self.alpha_dropout is not None: a = self.alpha_dropout(a)
         E, K = msg.shape[:2]
         msg = (msg.view(E, K, self.H, self.V) * a[:, None, :, None]).view(E, K, self.H * self.V)
         msg = torch.bmm(e.D_back, msg)                                                 # [E, K, H V] global frame
-        out = torch.zeros(e.num_nodes, msg.shape[1], msg.shape[2], dtype=msg.dtype, device=msg.device)
-        return self.proj(out.index_add(0, e.dst, msg))
+        return self.proj(scatter(msg, e.dst, 0, dim_size=e.num_nodes))
 
 class FeedForwardS2(nn.Module):
     """Feed-forward block: SO(3)-linear; separable S^2 activation (l = 0: SiLU of a Linear of the input scalars;
@@ -382,8 +374,7 @@ class EdgeDegreeEmbedding(nn.Module):
     def forward(self, e: _Edges):
         w = self.radial(e.rbf, e.z_src, e.z_dst).view(-1, self.n0, self.C)
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
-        out = torch.zeros(e.num_nodes, msg.shape[1], self.C, dtype=msg.dtype, device=msg.device)
-        return out.index_add(0, e.dst, msg) / self.avg_degree
+        return scatter(msg, e.dst, 0, dim_size=e.num_nodes) / self.avg_degree
 
 # %% ../nbs/11_equiformer_v2.ipynb #3c81e492
 class EquiformerV2(Backbone):

@@ -8,18 +8,19 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 from ase import Atoms, units
 
+from .units import energy_factor
+from .provenance import versions
+
 # %% auto #0
 __all__ = ['MD17_SMILES', 'EV_TO_KCAL_MOL', 'md17_smiles', 'build_molecule', 'gfn2_calculator', 'relax', 'run_langevin_md',
-           'write_md17_npz', 'code_versions', 'generate_bundled']
+           'write_md17_npz', 'generate_bundled']
 
 # %% ../nbs/10_bundled_data.ipynb #7661258d
 MD17_SMILES: dict[str, str] = {
@@ -255,7 +256,7 @@ def run_langevin_md(
     )
 
 # %% ../nbs/10_bundled_data.ipynb #093d1ba1
-EV_TO_KCAL_MOL: float = units.mol / units.kcal  # 1 eV in kcal/mol (about 23.0605)
+EV_TO_KCAL_MOL: float = 1.0 / energy_factor("kcal/mol")  # 1 eV in kcal/mol (about 23.0605)
 
 
 def write_md17_npz(
@@ -315,18 +316,6 @@ def write_md17_npz(
     return path
 
 # %% ../nbs/10_bundled_data.ipynb #9973f083
-def _pkg_version(pkg: str) -> str | None:
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
-
-
-def code_versions() -> dict:
-    "Versions of the codes that determine the generated data (python, anids, tblite, ase, rdkit, numpy)."
-    return {"python": platform.python_version(), **{p: _pkg_version(p) for p in ("anids", "tblite", "ase", "rdkit", "numpy")}}
-
-
 def generate_bundled(
     names=None,
     out_dir="data/bundled",
@@ -389,7 +378,7 @@ def generate_bundled(
             "n_atoms": len(atoms),
             "method": "GFN2-xTB",
             "calculator": "tblite.ase.TBLite(method='GFN2-xTB', verbosity=0)",
-            "code": code_versions(),
+            "code": versions("tblite", "rdkit", "numpy"),
             "structure": {
                 "embedding": "rdkit Chem.AddHs + AllChem.EmbedMolecule(ETKDGv3, randomSeed=seed)",
                 "preoptimisation": "rdkit MMFF94 (AllChem.MMFFOptimizeMolecule)",

@@ -413,7 +413,7 @@ def pretrain_generator(structures: list[Atoms], method: str = "anids", out_dir="
                        batch_size: int = 8, lr: float = 5e-4, seed: int = 0, val_fraction: float = 0.1,
                        threads: int = 1, progress: bool = False) -> dict:
     "Algorithm 1 (generator + denoiser) with anids.train.fit; returns fit's metrics plus model_path and final losses."
-    from anids.data import atoms_to_data
+    from anids.structures import atoms_to_data
     from anids.train import make_config, fit
     if not structures: raise ValueError("no structures to pre-train on")
     data = [atoms_to_data(Atoms(numbers=a.numbers, positions=a.positions, cell=a.cell, pbc=a.pbc)) for a in structures]
@@ -457,7 +457,7 @@ CASE_STUDY_CHECKPOINTS = {"anids": "pretrain_painn_demo_anids.pt", "denoisevae":
 
 def checkpoint_dir() -> Path:
     "`<repo>/data/checkpoints` in a source checkout (else ./data/checkpoints)."
-    from anids.data import repo_root
+    from anids.provenance import repo_root
     return (repo_root() or Path.cwd()) / "data" / "checkpoints"
 
 def make_case_study_checkpoints(dest_dir=None, methods=("anids", "denoisevae"), epochs: int = 40,
@@ -465,7 +465,7 @@ def make_case_study_checkpoints(dest_dir=None, methods=("anids", "denoisevae"), 
                                 work_dir="runs/case_study_pretrain", preset: str = "demo", threads: int = 1) -> dict:
     "Generate the pre-training data, pre-train each method (Algorithm 1) and publish the checkpoints; returns their paths."
     import torch
-    from anids.train import versions
+    from anids.provenance import versions
     dest_dir = Path(dest_dir) if dest_dir is not None else checkpoint_dir()
     if threads: torch.set_num_threads(threads)
     structures, data_info = pretraining_structures(n_frames_per_molecule, n_crystal_frames, seed)

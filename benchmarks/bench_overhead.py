@@ -14,7 +14,8 @@ import torch
 from lightning.pytorch.callbacks import Callback
 
 from anids import data as D
-from anids.train import make_config, fit, versions
+from anids.train import make_config, fit
+from anids.provenance import versions
 
 
 class EpochTimer(Callback):

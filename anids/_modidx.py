@@ -8,7 +8,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                  'anids.backbones._Presets.__getitem__': ('backbones.html#_presets.__getitem__', 'anids/backbones.py'),
                                  'anids.backbones._Presets.__iter__': ('backbones.html#_presets.__iter__', 'anids/backbones.py'),
                                  'anids.backbones._Presets.__len__': ('backbones.html#_presets.__len__', 'anids/backbones.py'),
-                                 'anids.backbones._Presets._available': ('backbones.html#_presets._available', 'anids/backbones.py'),
                                  'anids.backbones._module': ('backbones.html#_module', 'anids/backbones.py'),
                                  'anids.backbones.backbone_class': ('backbones.html#backbone_class', 'anids/backbones.py'),
                                  'anids.backbones.build': ('backbones.html#build', 'anids/backbones.py'),

@@ -461,7 +461,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
-        missing, unexpected = module.model.load_state_dict(state, strict=False)
+        missing, _ = module.model.load_state_dict(state, strict=False)
         for name in ("atomic_energies",):  # keep this dataset's statistics
             getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
         if any(not k.startswith("generator") for k in missing):

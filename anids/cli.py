@@ -8,6 +8,8 @@ from pathlib import Path
 import numpy as np
 from .train import TrainConfig, RECIPES, make_config, fit
 from . import data as D
+from .structures import validate_structures
+from .downloads import DatasetNotAvailableError
 
 # %% auto #0
 __all__ = ['build_parser', 'load_sets', 'default_out', 'run', 'main']
@@ -100,10 +102,10 @@ def run(argv: list[str]|None = None) -> dict:
         # every set is checked before any training, so a bad element in --test does not surface after the run
         for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
                                        ("test set", test, args.test)):
-            if structures is not None: D.validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
+            if structures is not None: validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
         metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
                       energy_unit=args.report_unit or unit, extra=extra)
-    except (ValueError, FileNotFoundError, FloatingPointError, D.DatasetNotAvailableError) as e:
+    except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError) as e:
         raise SystemExit(f"anids-train: {e}") from None
     for stage in ("val", "test"):
         if stage in metrics:

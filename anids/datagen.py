@@ -8,141 +8,20 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import time
 from datetime import datetime, timezone
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import numpy as np
 from ase import Atoms, units
 
+from .units import energy_factor
+from .molecules import MD17_SMILES, build_molecule, md17_smiles
+from .calculators import energy_and_forces, reference_calculator, relax
+from .provenance import versions
+
 # %% auto #0
-__all__ = ['MD17_SMILES', 'EV_TO_KCAL_MOL', 'md17_smiles', 'build_molecule', 'gfn2_calculator', 'relax', 'run_langevin_md',
-           'write_md17_npz', 'code_versions', 'generate_bundled']
-
-# %% ../nbs/10_bundled_data.ipynb #7661258d
-MD17_SMILES: dict[str, str] = {
-    "aspirin": "CC(=O)Oc1ccccc1C(=O)O",
-    "benzene": "c1ccccc1",
-    "ethanol": "CCO",
-    "malonaldehyde": "O/C=C\\C=O",  # Z-enol, intramolecular H-bond as in MD17
-    "naphthalene": "c1ccc2ccccc2c1",
-    "salicylic": "OC(=O)c1ccccc1O",
-    "toluene": "Cc1ccccc1",
-    "uracil": "O=C1C=CNC(=O)N1",
-}
-
-# %% ../nbs/10_bundled_data.ipynb #c3662ab8
-def md17_smiles(name: str) -> str:
-    """SMILES of the MD17 molecule `name`.
-
-    Parameters
-    ----------
-    name : str
-        MD17 molecule name, one of the keys of `MD17_SMILES` (e.g. ``"aspirin"``).
-
-    Raises
-    ------
-    ValueError
-        If `name` is not one of the eight MD17 molecules.
-    """
-    try:
-        return MD17_SMILES[name]
-    except (KeyError, TypeError):
-        raise ValueError(f"unknown molecule name {name!r}; expected one of {sorted(MD17_SMILES)}") from None
-
-# %% ../nbs/10_bundled_data.ipynb #cb334748
-def build_molecule(smiles: str, seed: int = 0) -> Atoms:
-    """Build a 3D structure (with hydrogens) from a SMILES string.
-
-    Parameters
-    ----------
-    smiles : str
-        SMILES of the molecule; hydrogens are added with ``Chem.AddHs``.
-    seed : int
-        Random seed of the ETKDG embedding (the same seed gives the same conformer).
-
-    Returns
-    -------
-    ase.Atoms
-        Molecule after ETKDG embedding and MMFF94 pre-optimisation (positions in Angstrom, no cell, no PBC).
-        ``atoms.info`` holds the ``smiles`` and the ``seed``.
-
-    Raises
-    ------
-    ValueError
-        If the SMILES cannot be parsed or the embedding fails.
-    """
-    from rdkit import Chem
-    from rdkit.Chem import AllChem
-
-    mol = Chem.MolFromSmiles(smiles)
-    if mol is None:
-        raise ValueError(f"rdkit could not parse the SMILES {smiles!r}")
-    mol = Chem.AddHs(mol)
-    params = AllChem.ETKDGv3()
-    params.randomSeed = int(seed)
-    if AllChem.EmbedMolecule(mol, params) != 0:
-        raise ValueError(f"rdkit ETKDG embedding failed for {smiles!r} (seed {seed})")
-    if AllChem.MMFFHasAllMoleculeParams(mol):
-        AllChem.MMFFOptimizeMolecule(mol, maxIters=2000)
-    numbers = [a.GetAtomicNum() for a in mol.GetAtoms()]
-    positions = mol.GetConformer().GetPositions()
-    return Atoms(numbers=numbers, positions=positions, info={"smiles": smiles, "seed": int(seed)})
-
-# %% ../nbs/10_bundled_data.ipynb #4384038f
-def gfn2_calculator():
-    "A fresh, silent GFN2-xTB calculator: `tblite.ase.TBLite(method='GFN2-xTB', verbosity=0)`."
-    from tblite.ase import TBLite
-
-    return TBLite(method="GFN2-xTB", verbosity=0)
-
-
-def _energy_forces(atoms: Atoms) -> tuple[float, np.ndarray]:
-    "Energy (eV) and forces (eV/A) of `atoms` from its calculator; `ValueError` if either is not finite."
-    e = float(atoms.get_potential_energy())
-    f = np.array(atoms.get_forces(apply_constraint=False), dtype=np.float64)  # raw -dE/dx, not FixCom-projected
-    if not (np.isfinite(e) and np.isfinite(f).all()):
-        raise ValueError(f"calculator returned non-finite energy/forces for {atoms.get_chemical_formula()} (E={e})")
-    return e, f
-
-# %% ../nbs/10_bundled_data.ipynb #5f9e3726
-def relax(atoms: Atoms, fmax: float = 0.05, steps: int = 1000, calc=None) -> Atoms:
-    """Relax a copy of `atoms` with GFN2-xTB and BFGS.
-
-    Parameters
-    ----------
-    atoms : ase.Atoms
-        Starting structure (not modified).
-    fmax : float
-        Convergence threshold on the largest atomic force, eV/A.
-    steps : int
-        Maximum number of BFGS steps.
-    calc : ase calculator, optional
-        Calculator to use; default a fresh `gfn2_calculator()`.
-
-    Returns
-    -------
-    ase.Atoms
-        Relaxed copy, with its calculator attached; ``info["relax_steps"]`` and ``info["relax_converged"]`` record
-        the optimisation.
-
-    Raises
-    ------
-    ValueError
-        If the calculator returns non-finite energies or forces.
-    """
-    from ase.optimize import BFGS
-
-    atoms = atoms.copy()
-    atoms.calc = gfn2_calculator() if calc is None else calc
-    _energy_forces(atoms)  # fail early on NaN
-    opt = BFGS(atoms, logfile=None)
-    converged = bool(opt.run(fmax=fmax, steps=steps))
-    _energy_forces(atoms)
-    atoms.info.update(relax_steps=int(opt.nsteps), relax_converged=converged, relax_fmax=float(fmax))
-    return atoms
+__all__ = ['EV_TO_KCAL_MOL', 'run_langevin_md', 'write_md17_npz', 'generate_bundled']
 
 # %% ../nbs/10_bundled_data.ipynb #2c755641
 def run_langevin_md(
@@ -155,7 +34,7 @@ def run_langevin_md(
     save_every: int = 40,
     seed: int = 0,
     progress: bool = True,
-    calc=None,
+    calc="gfn2",
 ) -> dict:
     """Run Langevin MD and collect `n_frames` frames of positions, energies and forces.
 
@@ -179,8 +58,8 @@ def run_langevin_md(
         Seed of the random generator for the initial velocities and the Langevin noise.
     progress : bool
         Show a tqdm progress bar over the MD steps.
-    calc : ase calculator, optional
-        Calculator to use; default a fresh `gfn2_calculator()`.
+    calc : str or ase calculator
+        A reference calculator's name (`anids.calculators.reference_calculator`) or a calculator; default GFN2-xTB.
 
     Returns
     -------
@@ -216,8 +95,8 @@ def run_langevin_md(
     t0 = time.perf_counter()
     atoms = atoms.copy()
     atoms.set_constraint(FixCom())
-    atoms.calc = gfn2_calculator() if calc is None else calc
-    _energy_forces(atoms)
+    atoms.calc = reference_calculator(calc) if isinstance(calc, str) else calc
+    energy_and_forces(atoms)
     rng = np.random.default_rng(seed)
     thermalize_momenta(atoms, temperature_K, rng=rng)
     Stationary(atoms)
@@ -244,7 +123,7 @@ def run_langevin_md(
         for i in range(n_frames):
             dyn.run(save_every)
             bar.update(save_every)
-            E[i], F[i] = _energy_forces(atoms)
+            E[i], F[i] = energy_and_forces(atoms)
             R[i] = atoms.get_positions()
             T[i] = 2.0 * atoms.get_kinetic_energy() / (dof * units.kB)
     return dict(
@@ -255,7 +134,7 @@ def run_langevin_md(
     )
 
 # %% ../nbs/10_bundled_data.ipynb #093d1ba1
-EV_TO_KCAL_MOL: float = units.mol / units.kcal  # 1 eV in kcal/mol (about 23.0605)
+EV_TO_KCAL_MOL: float = 1.0 / energy_factor("kcal/mol")  # 1 eV in kcal/mol (about 23.0605)
 
 
 def write_md17_npz(
@@ -315,18 +194,6 @@ def write_md17_npz(
     return path
 
 # %% ../nbs/10_bundled_data.ipynb #9973f083
-def _pkg_version(pkg: str) -> str | None:
-    try:
-        return version(pkg)
-    except PackageNotFoundError:
-        return None
-
-
-def code_versions() -> dict:
-    "Versions of the codes that determine the generated data (python, anids, tblite, ase, rdkit, numpy)."
-    return {"python": platform.python_version(), **{p: _pkg_version(p) for p in ("anids", "tblite", "ase", "rdkit", "numpy")}}
-
-
 def generate_bundled(
     names=None,
     out_dir="data/bundled",
@@ -378,7 +245,7 @@ def generate_bundled(
     written = {}
     for name in tqdm(names, desc="molecules", unit="mol", disable=not progress):
         t0 = time.perf_counter()
-        atoms = relax(build_molecule(smiles[name], seed=seed), fmax=fmax)
+        atoms = relax(build_molecule(smiles[name], seed=seed), "gfn2", fmax=fmax, steps=1000)
         md = run_langevin_md(
             atoms, n_frames, temperature_K=temperature_K, timestep_fs=timestep_fs, friction_per_fs=friction_per_fs,
             equilibration_steps=equilibration_steps, save_every=save_every, seed=seed, progress=progress,
@@ -389,7 +256,7 @@ def generate_bundled(
             "n_atoms": len(atoms),
             "method": "GFN2-xTB",
             "calculator": "tblite.ase.TBLite(method='GFN2-xTB', verbosity=0)",
-            "code": code_versions(),
+            "code": versions("tblite", "rdkit", "numpy"),
             "structure": {
                 "embedding": "rdkit Chem.AddHs + AllChem.EmbedMolecule(ETKDGv3, randomSeed=seed)",
                 "preoptimisation": "rdkit MMFF94 (AllChem.MMFFOptimizeMolecule)",

@@ -9,13 +9,15 @@ from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
 from e3nn.math import normalize2mom
+from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors
-from .backbones import Backbone, BackboneOutput
+from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
+from .layers import ExpNormalSmearing, smooth_leaky_relu
 
 # %% auto #0
-__all__ = ['Features', 'PRESETS', 'irreps_muls', 'muls_irreps', 'to_e3nn', 'from_e3nn', 'smooth_leaky_relu', 'EquivariantLinear',
-           'EquivariantLayerNorm', 'gate_muls', 'Gate', 'ExpNormalSmearing', 'RadialProfile', 'tp_paths', 'cg_tables',
-           'EdgeBasis', 'DepthwiseTensorProduct', 'SeparableTP', 'GraphAttention', 'FeedForward', 'TransBlock',
+__all__ = ['Features', 'PRESETS', 'irreps_muls', 'muls_irreps', 'to_e3nn', 'from_e3nn', 'EquivariantLinear',
+           'EquivariantLayerNorm', 'gate_muls', 'Gate', 'RadialProfile', 'tp_paths', 'cg_tables', 'EdgeBasis',
+           'DepthwiseTensorProduct', 'SeparableTP', 'GraphAttention', 'FeedForward', 'TransBlock',
            'EdgeDegreeEmbedding', 'Equiformer']
 
 # %% ../nbs/12_equiformer.ipynb #6327c203
@@ -51,11 +53,6 @@ def from_e3nn(t: torch.Tensor, muls) -> Features:
 # %% ../nbs/12_equiformer.ipynb #3b9589ee
 _SILU = normalize2mom(F.silu).cst
 _SIGMOID = normalize2mom(torch.sigmoid).cst
-
-def smooth_leaky_relu(x: torch.Tensor, negative_slope: float = 0.2) -> torch.Tensor:
-    "Equiformer's smooth leaky ReLU: (1+a)/2 x + (1-a)/2 x (2 sigmoid(x) - 1)."
-    a = negative_slope
-    return 0.5 * (1 + a) * x + 0.5 * (1 - a) * x * (2 * torch.sigmoid(x) - 1)
 
 _SLRELU = normalize2mom(smooth_leaky_relu).cst
 
@@ -116,19 +113,6 @@ class Gate(nn.Module):
         return [F.silu(s) * _SILU] + [xl * gl for xl, gl in zip(x[1:], gs)]
 
 # %% ../nbs/12_equiformer.ipynb #bfa76d1e
-class ExpNormalSmearing(nn.Module):
-    "phi_k(r) = f_cut(r) exp(-beta_k (exp(-alpha r) - mu_k)^2), alpha = 5 / r_c (PhysNet, TorchMD-Net)."
-    def __init__(self, num_rbf: int, cutoff: float):
-        super().__init__()
-        self.cutoff, self.alpha = float(cutoff), 5.0 / cutoff
-        start = math.exp(-cutoff)
-        self.register_buffer("means", torch.linspace(start, 1, num_rbf))
-        self.register_buffer("betas", torch.full((num_rbf,), (2 / num_rbf * (1 - start)) ** -2))
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
-        r = r[:, None]
-        env = 0.5 * (torch.cos(r * math.pi / self.cutoff) + 1.0) * (r < self.cutoff).to(r.dtype)
-        return env * torch.exp(-self.betas * (torch.exp(-self.alpha * r) - self.means) ** 2)
-
 class RadialProfile(nn.Module):
     "Radial MLP of the edge-length embedding: [Linear, LayerNorm, SiLU] blocks, a bias-free last layer plus an offset."
     def __init__(self, channels):
@@ -349,15 +333,12 @@ class GraphAttention(nn.Module):
             alpha, value = alpha[:, 0], [v0] + y[1:]
         alpha = smooth_leaky_relu(alpha.reshape(E, H, self.mul_alpha_head)) * _SLRELU
         logit = (alpha * self.alpha_dot).sum(-1)                                          # [E, H]
-        shift = logit.detach().new_full((N, H), -torch.inf).scatter_reduce(0, dst[:, None].expand(E, H), logit.detach(), "amax")
-        ex = torch.exp(logit - shift.index_select(0, dst))
-        den = ex.new_zeros(N, H).index_add_(0, dst, ex)
-        att = ex / (den.index_select(0, dst) + 1e-16)                                      # softmax over j in N(i)
+        att = softmax(logit, dst, num_nodes=N)                                             # over j in N(i)
         out = []
         for l, v in enumerate(value):
             m, d = self.muls_head[l], 2 * l + 1
             v = (v.reshape(E, d, H, m) * att[:, None, :, None]).reshape(E, d, H * m)
-            out.append(v.new_zeros(N, d, H * m).index_add_(0, dst, v))
+            out.append(scatter(v, dst, 0, dim_size=N))
         return self.proj(out)
 
 class FeedForward(nn.Module):
@@ -406,13 +387,13 @@ class EdgeDegreeEmbedding(nn.Module):
         out = []
         for k, (_, l2, l3) in enumerate(ps):
             y = basis.sh[:, l2 * l2:(l2 + 1) ** 2, None] * w[:, k, None, :]     # [E, 2l+1, m0]
-            y = y.new_zeros(N, 2 * l3 + 1, m0).index_add_(0, dst, y)            # sum over neighbours first
+            y = scatter(y, dst, 0, dim_size=N)                                  # sum over neighbours first
             if l3 in self.proj.ls and self.muls[l3]:
                 o = y @ getattr(self.proj, f"weight_{l3}")[:m0]             # rows of the (0, l, l) path
             else:
                 o = y.new_zeros(N, 2 * l3 + 1, self.muls[l3])
             out.append(o * scale)
-        deg = torch.zeros(N, dtype=out[0].dtype, device=out[0].device).index_add_(0, dst, torch.ones_like(dst, dtype=out[0].dtype))
+        deg = torch.bincount(dst, minlength=N).to(out[0].dtype)
         out[0] = out[0] + (deg * scale)[:, None, None] * self.proj.bias
         return out
 
@@ -451,8 +432,8 @@ class Equiformer(Backbone):
                  nonlinear_message: bool = True,            # gate + second TP on the values
                  max_z: int = 63,                           # largest atomic number (the authors embed 64 types)
                  max_neighbors: int|None = None,            # optional nearest-neighbour cap (the authors': none)
-                 avg_num_nodes: float = 18.03065905448718,  # the energy is sum_i e_i / sqrt(avg_num_nodes)
-                 avg_degree: float = 15.57930850982666,     # edge-degree embedding normalisation
+                 avg_num_nodes: float = MD17_AVG_NUM_NODES,  # the energy is sum_i e_i / sqrt(avg_num_nodes)
+                 avg_degree: float = MD17_AVG_DEGREE,      # edge-degree embedding normalisation
                 ):
         super().__init__()
         emb, feat = irreps_muls(irreps_node_embedding), irreps_muls(irreps_feature)

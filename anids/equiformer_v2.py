@@ -7,28 +7,20 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
+from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors
-from .backbones import Backbone, BackboneOutput
+from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
+from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
 
 # %% auto #0
 __all__ = ['PRESETS', 'CoefficientLayout', 'edge_alignment', 'WignerFromRotation', 's2_grid_matrices', 's2_activation',
-           'GaussianSmearing', 'RadialFunction', 'SO3Linear', 'LayerNormSH', 'RMSNormSH', 'equivariant_norm',
-           'smooth_leaky_relu', 'segment_softmax', 'graph_drop_path', 'EquivariantDropout', 'SO2Convolution',
-           'SO2EquivariantGraphAttention', 'FeedForwardS2', 'TransformerBlock', 'EdgeDegreeEmbedding', 'EquiformerV2']
+           'RadialFunction', 'SO3Linear', 'LayerNormSH', 'RMSNormSH', 'equivariant_norm', 'graph_drop_path',
+           'EquivariantDropout', 'SO2Convolution', 'SO2EquivariantGraphAttention', 'FeedForwardS2', 'TransformerBlock',
+           'EdgeDegreeEmbedding', 'EquiformerV2']
 
 # %% ../nbs/11_equiformer_v2.ipynb #33736114
 _AVG_NUM_NODES = 77.81317            # the authors' normalisers (OC20 IS2RE 100k statistics, their class defaults)
 _AVG_DEGREE = 23.395238876342773
-_MD17_AVG_NUM_NODES = 18.03065905448718   # the statistics Equiformer / DeNS use for MD17 (QM9, cutoff 5 A)
-_MD17_AVG_DEGREE = 15.57930850982666
-
-class _Constants:
-    "Float64 tables computed once; converted copies cached per (dtype, device). Not parameters, not buffers."
-    def __init__(self, **tables): self._master, self._cache = tables, {}
-    def get(self, name, dtype, device):
-        key = (name, dtype, device)
-        if key not in self._cache: self._cache[key] = self._master[name].to(device=device, dtype=dtype)
-        return self._cache[key]
 
 class CoefficientLayout:
     "Coefficients (l, m) in e3nn order (index l^2 + l + m) and the kept set |m| <= mmax in m-primary order."
@@ -77,7 +69,7 @@ class WignerFromRotation(nn.Module):
         pinv = torch.zeros(K, len(pts), dtype=torch.float64)
         for l in range(lmax + 1):
             pinv[l * l:(l + 1) ** 2] = torch.linalg.pinv(Y[:, l * l:(l + 1) ** 2])
-        self.const = _Constants(points=pts, pinv=pinv, block=(l_of[:, None] == l_of[None, :]).double())
+        self.const = ConstantTables(points=pts, pinv=pinv, block=(l_of[:, None] == l_of[None, :]).double())
 
     def forward(self, R: torch.Tensor) -> torch.Tensor:                # [E, 3, 3] -> [E, K, K]
         c = lambda n: self.const.get(n, R.dtype, R.device)
@@ -152,17 +144,6 @@ def s2_activation(x, T, Fm):
     return y.view(B, C, Fm.shape[0]).transpose(1, 2)
 
 # %% ../nbs/11_equiformer_v2.ipynb #94437071
-class GaussianSmearing(nn.Module):
-    "exp(-(d - mu_k)^2 / (2 w^2)), mu_k evenly spaced on [0, cutoff], w = width_factor * spacing (the authors' 600 x 2.0)."
-    def __init__(self, cutoff: float, num_basis: int = 600, width_factor: float = 2.0):
-        super().__init__()
-        self.num_basis = num_basis
-        offset = torch.linspace(0.0, cutoff, num_basis, dtype=torch.float64)
-        self.coeff = -0.5 / (width_factor * float(offset[1] - offset[0])) ** 2
-        self.const = _Constants(offset=offset)
-    def forward(self, d):
-        return torch.exp(self.coeff * (d[:, None] - self.const.get("offset", d.dtype, d.device)) ** 2)
-
 class RadialFunction(nn.Module):
     """Edge MLP [rbf(d); e_src(z_j); e_dst(z_i)] -> Linear, LayerNorm, SiLU, Linear, LayerNorm, SiLU, Linear.
     The atom-type embeddings enter the first Linear through per-element tables (the same sum, computed per element)."""
@@ -246,18 +227,6 @@ def equivariant_norm(norm_type: str, lmax: int, channels: int) -> nn.Module:
     if norm_type == "layer_norm_sh": return LayerNormSH(lmax, channels)
     if norm_type == "rms_norm_sh": return RMSNormSH(lmax, channels)
     raise ValueError(f"unknown norm_type {norm_type!r}; use 'layer_norm_sh' or 'rms_norm_sh'")
-
-def smooth_leaky_relu(x, negative_slope: float = 0.2):
-    "(1+a)/2 x + (1-a)/2 x (2 sigmoid(x) - 1) (the authors' attention non-linearity)."
-    return 0.5 * (1 + negative_slope) * x + 0.5 * (1 - negative_slope) * x * (2 * torch.sigmoid(x) - 1)
-
-def segment_softmax(logits, index, num_segments):
-    "Softmax of logits [E, H] over the edges that share a centre atom."
-    mx = torch.full((num_segments, logits.shape[1]), -torch.inf, dtype=logits.dtype, device=logits.device)
-    mx = mx.scatter_reduce(0, index[:, None].expand_as(logits), logits.detach(), "amax", include_self=True)
-    ex = torch.exp(logits - mx.index_select(0, index))
-    den = torch.zeros_like(mx).index_add(0, index, ex)
-    return ex / den.index_select(0, index)
 
 def graph_drop_path(x, batch, p: float, training: bool):
     "Stochastic depth per structure: drop the whole residual branch of a structure with probability p (scaled by 1/(1-p))."
@@ -344,13 +313,12 @@ class SO2EquivariantGraphAttention(nn.Module):
         msg = torch.cat([F.silu(gate)[:, None], s2_activation(msg, T, Fm[1:])], dim=1)  # separable S^2 activation
         msg, _ = self.conv2(msg)
         a = smooth_leaky_relu(self.alpha_norm(alpha.view(-1, self.H, self.A)))
-        a = segment_softmax((a * self.alpha_dot).sum(-1), e.dst, e.num_nodes)         # [E, H]
+        a = softmax((a * self.alpha_dot).sum(-1), e.dst, num_nodes=e.num_nodes)     # [E, H], over j in N(i)
         if self.alpha_dropout is not None: a = self.alpha_dropout(a)
         E, K = msg.shape[:2]
         msg = (msg.view(E, K, self.H, self.V) * a[:, None, :, None]).view(E, K, self.H * self.V)
         msg = torch.bmm(e.D_back, msg)                                                 # [E, K, H V] global frame
-        out = torch.zeros(e.num_nodes, msg.shape[1], msg.shape[2], dtype=msg.dtype, device=msg.device)
-        return self.proj(out.index_add(0, e.dst, msg))
+        return self.proj(scatter(msg, e.dst, 0, dim_size=e.num_nodes))
 
 class FeedForwardS2(nn.Module):
     """Feed-forward block: SO(3)-linear; separable S^2 activation (l = 0: SiLU of a Linear of the input scalars;
@@ -406,8 +374,7 @@ class EdgeDegreeEmbedding(nn.Module):
     def forward(self, e: _Edges):
         w = self.radial(e.rbf, e.z_src, e.z_dst).view(-1, self.n0, self.C)
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
-        out = torch.zeros(e.num_nodes, msg.shape[1], self.C, dtype=msg.dtype, device=msg.device)
-        return out.index_add(0, e.dst, msg) / self.avg_degree
+        return scatter(msg, e.dst, 0, dim_size=e.num_nodes) / self.avg_degree
 
 # %% ../nbs/11_equiformer_v2.ipynb #3c81e492
 class EquiformerV2(Backbone):
@@ -452,8 +419,8 @@ class EquiformerV2(Backbone):
         self.avg_num_nodes = avg_num_nodes
         edge_grid = s2_grid_matrices(lmax, mmax, grid_resolution)
         node_grid = s2_grid_matrices(lmax, None, grid_resolution)
-        self.grids = _Constants(edge_T=edge_grid[0], edge_F=edge_grid[1], node_T=node_grid[0], node_F=node_grid[1],
-                                rescale=lay.rescale)
+        self.grids = ConstantTables(edge_T=edge_grid[0], edge_F=edge_grid[1], node_T=node_grid[0], node_F=node_grid[1],
+                                    rescale=lay.rescale)
         self.register_buffer("reduced", lay.reduced, persistent=False)
         self.wigner = WignerFromRotation(lmax)
         self.sphere_embedding = nn.Embedding(max_num_elements, sphere_channels)
@@ -525,7 +492,7 @@ _GEN = dict(sphere_channels=64, attn_hidden_channels=32, num_heads=4, attn_alpha
             ffn_hidden_channels=64, lmax=2, mmax=2, grid_resolution=14, edge_channels=64, alpha_drop=0.0, drop_path_rate=0.0)
 _MPTRJ = {**_OC22, "num_layers": 8, "lmax": 4, "max_num_elements": 96,
           "avg_num_nodes": 31.16592360068011, "avg_degree": 61.94676351484548}
-_MOLECULE = dict(cutoff=5.0, max_neighbors=None, avg_num_nodes=_MD17_AVG_NUM_NODES, avg_degree=_MD17_AVG_DEGREE)
+_MOLECULE = dict(cutoff=5.0, max_neighbors=None, avg_num_nodes=MD17_AVG_NUM_NODES, avg_degree=MD17_AVG_DEGREE)
 
 PRESETS = {
     "oc22": _OC22,

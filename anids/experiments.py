@@ -8,7 +8,9 @@ from pathlib import Path
 import numpy as np
 import torch
 from . import data as D
-from .train import RECIPES, make_config, fit, versions
+from .train import RECIPES, make_config, fit
+from .pretrain_data import load_qm9, load_pcqm4mv2
+from .provenance import versions
 
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
@@ -150,11 +152,11 @@ PRETRAIN_SCALES = {
 def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_val: int = 500, data_dir=None) -> tuple[list, list]:
     "Training and held-out structures (positions and elements only) of a pre-training data set."
     if dataset == "qm9":
-        train = D.load_qm9(split="train", max_structures=max_structures, data_dir=data_dir)
-        val = D.load_qm9(split="heldout", max_structures=n_val, data_dir=data_dir)
+        train = load_qm9(split="train", max_structures=max_structures, data_dir=data_dir)
+        val = load_qm9(split="heldout", max_structures=n_val, data_dir=data_dir)
     elif dataset == "pcqm4mv2":
-        train = D.load_pcqm4mv2(split="train", max_structures=max_structures, data_dir=data_dir)
-        val = D.load_pcqm4mv2(split="heldout", max_structures=n_val, data_dir=data_dir)
+        train = load_pcqm4mv2(split="train", max_structures=max_structures, data_dir=data_dir)
+        val = load_pcqm4mv2(split="heldout", max_structures=n_val, data_dir=data_dir)
     else:
         raise ValueError(f"unknown pre-training data set {dataset!r}; use 'qm9' or 'pcqm4mv2'")
     return train, val
@@ -293,7 +295,6 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
             "n_train": len(train), "n_test": len(test)}
 
 def _ablation_worker(args):
-    import torch
     torch.set_num_threads(args[1].get("threads", 1))
     return ablation_run(*args[0], **args[1])
 

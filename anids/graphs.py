@@ -24,7 +24,7 @@ def edge_vectors(pos: torch.Tensor, graph: Graph) -> torch.Tensor:
     j, i = graph.edge_index
     return pos[i] - pos[j] - graph.shift
 
-def _check_batch(pos, batch, cell, pbc):
+def _check_batch(pos, batch):
     if pos.ndim != 2 or pos.shape[1] != 3: raise ValueError(f"pos must have shape [N, 3], got {tuple(pos.shape)}")
     if not torch.isfinite(pos).all(): raise ValueError("pos contains NaN or inf")
     if batch is not None and batch.shape[0] != pos.shape[0]:
@@ -39,7 +39,7 @@ def radius_graph(pos: torch.Tensor,          # [N, 3] positions (A)
                 ) -> Graph:
     "Full (both directions) radius graph of a batch of molecules or crystals, from vesin."
     if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
-    _check_batch(pos, batch, cell, pbc)
+    _check_batch(pos, batch)
     device, n = pos.device, pos.shape[0]
     if batch is None: batch = torch.zeros(n, dtype=torch.long, device=device)
     counts = torch.bincount(batch, minlength=int(batch.max()) + 1 if n else 0).tolist()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, asdict, fields
 import math
 import torch
+from torch_geometric.utils import scatter
 
 # %% auto #0
 __all__ = ['DENOISE_REDUCTIONS', 'masked_mean', 'anids_target', 'authors_target_scale', 'anids_loss', 'kl_isotropic_prior',
@@ -29,9 +30,9 @@ def masked_mean(values: torch.Tensor,              # [N] per-atom values
         return v.sum() / m.sum().clamp_min(1)
     B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1 if batch.numel() else 0)
     if B == 0: return values.sum() * 0.0
-    sums = torch.zeros(B, dtype=values.dtype, device=values.device).index_add_(0, batch, v)
+    sums = scatter(v, batch, 0, dim_size=B)
     if per_structure_count is None:
-        per_structure_count = torch.zeros(B, dtype=values.dtype, device=values.device).index_add_(0, batch, m.to(values.dtype))
+        per_structure_count = scatter(m.to(values.dtype), batch, 0, dim_size=B)
     return (sums / per_structure_count.clamp_min(1)).sum() / B
 
 # %% ../nbs/05_losses.ipynb #c5454acf
@@ -53,8 +54,8 @@ def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky 
     # ||L^{-T}||_F = ||L^{-1}||_F; one triangular solve per atom
     frob = torch.linalg.matrix_norm(torch.linalg.solve_triangular(L, eye, upper=False))
     w = m.to(L.dtype)
-    sums = torch.zeros(B, dtype=L.dtype, device=L.device).index_add(0, batch, frob * w)
-    cnt = torch.zeros(B, dtype=L.dtype, device=L.device).index_add_(0, batch, w)
+    sums = scatter(frob * w, batch, 0, dim_size=B)
+    cnt = scatter(w, batch, 0, dim_size=B)
     mean = sums / cnt.clamp_min(1)
     # atoms outside the mask get the factor 1 (their target is never used)
     return torch.where(m, math.sqrt(3) / mean.clamp_min(1e-30)[batch], torch.ones_like(frob))
@@ -126,7 +127,7 @@ def force_loss(pred: torch.Tensor, target: torch.Tensor,
     count = None
     if normalisation == "all" and batch is not None:
         B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
-        count = torch.zeros(B, dtype=d.dtype, device=d.device).index_add_(0, batch, torch.ones_like(per_atom))
+        count = scatter(torch.ones_like(per_atom), batch, 0, dim_size=B)
     elif normalisation == "all" and mask is not None:
         return (per_atom * mask).sum() / max(1, per_atom.shape[0])
     return masked_mean(per_atom, mask, batch, num_graphs, per_structure_count=count)

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 import torch
 from torch import nn
+from torch_geometric.utils import scatter
 from .graphs import Graph, radius_graph
 from .backbones import Backbone, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
@@ -95,8 +96,7 @@ class AniDSModel(nn.Module):
             graph = Graph(graph.edge_index, graph.shift + (graph.shift[:, None, :] @ sym[edge_batch]).squeeze(1))
         out = self.denoiser(z, pos, graph, batch, force_encoding)
         e_atom = self.energy_scale * out.atomic_energy
-        energy = torch.zeros(B, dtype=torch.float64, device=pos.device)
-        energy = energy.index_add(0, batch, e_atom.to(torch.float64) + self.atomic_energies[z])
+        energy = scatter(e_atom.to(torch.float64) + self.atomic_energies[z], batch, 0, dim_size=B)
         forces, stress = None, None
         if conservative:
             inputs = [pos] + ([strain] if compute_stress else [])

@@ -6,18 +6,16 @@ import math
 from dataclasses import dataclass
 import torch
 from torch import nn
+from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, radius_graph, edge_vectors
 from .backbones import Backbone
-from .painn import BesselRBF, cosine_cutoff
+from .layers import BesselRBF, cosine_cutoff, mlp
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'Covariance', 'NoiseGenerator']
 
 # %% ../nbs/04_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
-
-def _scatter_sum(x: torch.Tensor, index: torch.Tensor, n: int) -> torch.Tensor:
-    return torch.zeros((n,) + x.shape[1:], dtype=x.dtype, device=x.device).index_add_(0, index, x)
 
 def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i > 0
                            b: torch.Tensor,           # [E] anisotropic weight logits b_ij
@@ -47,22 +45,19 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
             ai, aj, where = ai - first, aj - first, f" in structure {s} of the batch"
         raise ValueError(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): "
                          "the direction r_ij is undefined")
-    log_c = torch.log(c)
-    # gamma_ij = exp(b_ij - m_i) / (sum_l exp(b_il - m_i) + exp(log c_i - m_i)), m_i = max(max_l b_il, log c_i)
-    m = log_c.detach().clone().scatter_reduce(0, i, b.detach(), reduce="amax", include_self=True)
-    eb = torch.exp(b - m[i])
-    ec = torch.exp(log_c - m)
-    denom = _scatter_sum(eb, i, n) + ec
-    gamma = eb / denom[i]
-    gamma_sum = _scatter_sum(gamma, i, n)
+    # gamma_ij and rho_i = c_i / (sum_l exp(b_il) + c_i) are one softmax over the neighbours of i and a virtual
+    # neighbour with logit ln c_i (shifted by the largest logit of i, so nothing overflows)
+    w = softmax(torch.cat([b, torch.log(c)]), torch.cat([i, torch.arange(n, device=i.device)]), num_nodes=n)
+    gamma, rho = w[:b.shape[0]], w[b.shape[0]:]
+    gamma_sum = scatter(gamma, i, 0, dim_size=n)
     unit = edge_vec / dist[:, None]
     outer = unit[:, :, None] * unit[:, None, :]                       # [E, 3, 3]
     eye = torch.eye(3, dtype=a.dtype, device=a.device)
     if additive:
-        sigma = eye + _scatter_sum(gamma[:, None, None] * outer, i, n)
+        sigma = eye + scatter(gamma[:, None, None] * outer, i, 0, dim_size=n)
     else:
-        residual = torch.clamp(ec / denom, min=min_residual)          # rho_i = 1 - Gamma_i, floored
-        sigma = residual[:, None, None] * eye + _scatter_sum(gamma[:, None, None] * (eye - outer), i, n)
+        residual = torch.clamp(rho, min=min_residual)                  # rho_i = 1 - Gamma_i, floored
+        sigma = residual[:, None, None] * eye + scatter(gamma[:, None, None] * (eye - outer), i, 0, dim_size=n)
     return a[:, None, None] * sigma, gamma_sum
 
 # %% ../nbs/04_noise.ipynb #70c2ec30
@@ -112,12 +107,12 @@ class NoiseGenerator(nn.Module):
         if self.learned:
             if encoder is None: raise ValueError(f"method {method!r} learns Sigma and needs an encoder backbone")
             F = encoder.num_scalar_features
-            self.w0 = nn.Sequential(nn.Linear(F, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+            self.w0 = mlp(F, hidden, 1)
             nn.init.zeros_(self.w0[-1].weight); nn.init.constant_(self.w0[-1].bias, 2 * math.log(sigma))
         if method in ("anids", "anids-add"):
             self.rbf = BesselRBF(num_rbf, encoder.cutoff)
-            self.w1 = nn.Sequential(nn.Linear(2 * F + num_rbf, hidden), nn.SiLU(), nn.Linear(hidden, 1))
-            self.w2 = nn.Sequential(nn.Linear(F, hidden), nn.SiLU(), nn.Linear(hidden, 1))
+            self.w1 = mlp(2 * F + num_rbf, hidden, 1)
+            self.w2 = mlp(F, hidden, 1)
             nn.init.zeros_(self.w2[-1].weight); nn.init.constant_(self.w2[-1].bias, init_log_c)
 
     def covariance(self, z, pos, batch=None, cell=None, pbc=None, graph: Graph|None = None) -> Covariance|None:

@@ -7,36 +7,16 @@ import torch
 from torch import nn
 from .graphs import Graph, edge_vectors
 from .backbones import Backbone, BackboneOutput
+from .layers import safe_norm, cosine_cutoff, BesselRBF, mlp
 
 # %% auto #0
-__all__ = ['PRESETS', 'safe_norm', 'BesselRBF', 'cosine_cutoff', 'PaiNNMessage', 'PaiNNUpdate', 'GatedEquivariantBlock', 'PaiNN']
+__all__ = ['PRESETS', 'PaiNNMessage', 'PaiNNUpdate', 'GatedEquivariantBlock', 'PaiNN']
 
 # %% ../nbs/03_painn.ipynb #e7fe022a
-def safe_norm(x: torch.Tensor, dim: int = -1, keepdim: bool = False, eps: float = 1e-8) -> torch.Tensor:
-    "Euclidean norm with a finite gradient at zero (sqrt(|x|^2 + eps))."
-    return torch.sqrt((x * x).sum(dim=dim, keepdim=keepdim) + eps)
-
-class BesselRBF(nn.Module):
-    "sin(n pi r / r_c) / r radial basis (DimeNet, PaiNN), n = 1..num_rbf."
-    def __init__(self, num_rbf: int, cutoff: float):
-        super().__init__()
-        self.cutoff = cutoff
-        self.register_buffer("freq", torch.arange(1, num_rbf + 1) * math.pi / cutoff)
-    def forward(self, r: torch.Tensor) -> torch.Tensor:
-        r = r[..., None]
-        return torch.sin(self.freq.to(r.dtype) * r) / r
-
-def cosine_cutoff(r: torch.Tensor, cutoff: float) -> torch.Tensor:
-    "Smooth envelope 0.5 (cos(pi r / r_c) + 1) for r < r_c, zero beyond."
-    return 0.5 * (torch.cos(math.pi * r / cutoff) + 1.0) * (r < cutoff).to(r.dtype)
-
-def _mlp(n_in, n_hidden, n_out):
-    return nn.Sequential(nn.Linear(n_in, n_hidden), nn.SiLU(), nn.Linear(n_hidden, n_out))
-
 class PaiNNMessage(nn.Module):
     def __init__(self, F: int, num_rbf: int):
         super().__init__()
-        self.phi = _mlp(F, F, 3 * F)
+        self.phi = mlp(F, F, 3 * F)
         self.W = nn.Linear(num_rbf, 3 * F)
     def forward(self, s, v, j, i, rbf, fcut, unit):
         x = self.phi(s)[j] * (self.W(rbf) * fcut[:, None])           # [E, 3F]
@@ -51,7 +31,7 @@ class PaiNNUpdate(nn.Module):
         super().__init__()
         self.U = nn.Linear(F, F, bias=False)
         self.V = nn.Linear(F, F, bias=False)
-        self.a = _mlp(2 * F, F, 3 * F)
+        self.a = mlp(2 * F, F, 3 * F)
     def forward(self, s, v):
         Uv, Vv = self.U(v), self.V(v)                                   # [N, 3, F]
         a = self.a(torch.cat([s, safe_norm(Vv, dim=1)], dim=-1))
@@ -64,7 +44,7 @@ class GatedEquivariantBlock(nn.Module):
         super().__init__()
         self.W1 = nn.Linear(F_in, F_in, bias=False)
         self.W2 = nn.Linear(F_in, F_out, bias=False)
-        self.mlp = _mlp(2 * F_in, F_hidden, 2 * F_out)
+        self.mlp = mlp(2 * F_in, F_hidden, 2 * F_out)
         self.act = nn.SiLU() if scalar_act else nn.Identity()
         self.F_out = F_out
     def forward(self, s, v):
@@ -101,7 +81,7 @@ class PaiNN(Backbone):
         # force encoding: l=0 part (|f|) and l=1 part (f) of |f| Y(f/|f|), SO(3)-linear per channel
         self.force_scalar = nn.Linear(1, F, bias=False)
         self.force_vector = nn.Parameter(torch.randn(F) / math.sqrt(F))
-        self.energy_head = _mlp(F, F // 2, 1)
+        self.energy_head = mlp(F, F // 2, 1)
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(F, F // 2, F // 2),
                                           GatedEquivariantBlock(F // 2, 1, F // 2, scalar_act=False)])
 

@@ -2,7 +2,7 @@
 
 # %% ../nbs/07_train.ipynb #8d1ae4b9
 from __future__ import annotations
-import json, math, os, platform, subprocess, sys, time
+import json, math, os, sys, time
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import torch
@@ -11,18 +11,18 @@ from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
 from torch.optim.swa_utils import AveragedModel
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
-from ase import units
-import anids
 from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, covariance_stats
 from .noise import Covariance
 from .losses import LossWeights
-from .data import atomic_reference_energies
+from .statistics import atomic_reference_energies
+from .units import energy_factor
+from .provenance import repo_root, versions
 
 # %% auto #0
 __all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
            'make_config', 'cosine_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
            'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme',
-           'versions', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
+           'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -273,11 +273,10 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
 
 def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
     "Add the metrics in `energy_unit` (and energy_unit/A) and the force MAE in meV/A."
-    factor = {"eV": 1.0, "meV": 1000.0, "kcal/mol": units.mol / units.kcal, "kJ/mol": units.mol / units.kJ}
-    if energy_unit not in factor: raise ValueError(f"unknown energy unit {energy_unit!r}; known: {sorted(factor)}")
+    factor = 1.0 / energy_factor(energy_unit)      # eV -> energy_unit (anids.units.ENERGY_UNITS)
     out = dict(metrics)
-    out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor[energy_unit]
-    out[f"force_mae_{energy_unit}/A"] = metrics["force_mae_eV_A"] * factor[energy_unit]
+    out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor
+    out[f"force_mae_{energy_unit}/A"] = metrics["force_mae_eV_A"] * factor
     out["force_mae_meV_A"] = metrics["force_mae_eV_A"] * 1000.0
     for k in ("energy_mae", "energy_rmse"):
         if f"{k}_eV" in metrics: out[f"{k}_meV"] = metrics[f"{k}_eV"] * 1000.0
@@ -291,8 +290,6 @@ PRETRAINED_NAMES = ("qm9", "pcqm4mv2")
 
 def checkpoint_dirs() -> list[Path]:
     "Where named pre-trained checkpoints are looked for: `$ANIDS_CHECKPOINT_DIR`, the checkout's data/checkpoints, the install's share/."
-    import sys
-    from anids.data import repo_root
     if os.environ.get("ANIDS_CHECKPOINT_DIR"): return [Path(os.environ["ANIDS_CHECKPOINT_DIR"]).expanduser()]
     root = repo_root()
     return ([root / "data" / "checkpoints"] if root is not None else []) + [Path(sys.prefix) / "share" / "anids" / "data" / "checkpoints"]
@@ -348,19 +345,6 @@ def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
     cov = Covariance(L @ L.transpose(1, 2), torch.cat([s.noise_gamma for s in structures]).double(),
                      torch.cat([s.noise_a for s in structures]).double())
     return covariance_stats(cov, L, torch.ones(L.shape[0], dtype=torch.bool), sigma_p)
-
-def _git_revision() -> str|None:
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5,
-                              cwd=Path(__file__).parent).stdout.strip() or None
-    except Exception: return None
-
-def versions() -> dict:
-    "Versions of the packages that shape a result."
-    import e3nn, ase, torch_geometric
-    return {"anids": anids.__version__, "torch": torch.__version__, "lightning": L.__version__, "e3nn": e3nn.__version__,
-            "ase": ase.__version__, "torch_geometric": torch_geometric.__version__, "python": platform.python_version(),
-            "git_revision": _git_revision()}
 
 def force_rms(structures) -> float:
     "Root mean square of all force components (eV/A)."
@@ -478,7 +462,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
-        missing, unexpected = module.model.load_state_dict(state, strict=False)
+        missing, _ = module.model.load_state_dict(state, strict=False)
         for name in ("atomic_energies",):  # keep this dataset's statistics
             getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
         if any(not k.startswith("generator") for k in missing):

@@ -2,99 +2,15 @@
 
 # %% ../nbs/13_viz.ipynb #cc31678d
 from __future__ import annotations
-import copy, json, math
+import json, math
 from pathlib import Path
 import numpy as np
-import torch
 from ase import Atoms
+from .covariance import anisotropy, check_covariances, principal_axes, select_atoms
 
 # %% auto #0
-__all__ = ['check_covariances', 'principal_axes', 'anisotropy', 'select_atoms', 'anisotropy_colors', 'covariance_spec',
-           'ellipsoid_mesh', 'cell_edges', 'untrained_model', 'generator_covariances', 'covariance_view', 'write_html',
+__all__ = ['anisotropy_colors', 'covariance_spec', 'ellipsoid_mesh', 'cell_edges', 'covariance_view', 'write_html',
            'plot_covariances']
-
-# %% ../nbs/13_viz.ipynb #4914c409
-def _to_numpy(x) -> np.ndarray:
-    if isinstance(x, torch.Tensor): x = x.detach().cpu().to(torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
-
-def check_covariances(sigma,                  # [N, 3, 3] (or [3, 3]) covariances, A^2
-                      n_atoms: int|None = None,  # number of atoms the structure has
-                      rtol: float = 1e-5,        # tolerance relative to the largest entry of each matrix
-                      atol: float = 1e-12,       # absolute tolerance (A^2)
-                     ) -> np.ndarray:
-    "Validated float64 covariances [N, 3, 3] (exactly symmetrised); ValueError naming the first bad atom otherwise."
-    try:
-        s = _to_numpy(sigma)
-    except (TypeError, ValueError) as e:
-        raise ValueError(f"covariances must be a numeric array of shape [N, 3, 3]: {e}") from None
-    if s.shape == (3, 3): s = s[None]
-    if s.ndim != 3 or s.shape[1:] != (3, 3):
-        raise ValueError(f"covariances must have shape [N, 3, 3] (or [3, 3] for one atom), got {list(s.shape)}")
-    if n_atoms is not None and s.shape[0] != n_atoms:
-        raise ValueError(f"got {s.shape[0]} covariance matrices for a structure of {n_atoms} atoms")
-    bad = ~np.isfinite(s).all(axis=(1, 2))
-    if bad.any(): raise ValueError(f"Sigma of atom {int(np.flatnonzero(bad)[0])} has non-finite entries")
-    size = np.abs(s).max(axis=(1, 2))
-    asym = np.abs(s - s.transpose(0, 2, 1)).max(axis=(1, 2))
-    bad = asym > atol + rtol * size
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"Sigma of atom {k} is not symmetric (max |S - S^T| = {asym[k]:.3g}, "
-                         f"max |S| = {size[k]:.3g}): {s[k].tolist()}")
-    s = 0.5 * (s + s.transpose(0, 2, 1))
-    w = np.linalg.eigvalsh(s)
-    bad = w[:, 0] < -(atol + rtol * np.abs(w).max(axis=1))
-    if bad.any():
-        k = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"Sigma of atom {k} is not positive semi-definite (eigenvalues {w[k].tolist()})")
-    return s
-
-# %% ../nbs/13_viz.ipynb #1328d520
-def principal_axes(sigma) -> tuple[np.ndarray, np.ndarray]:
-    "(eigenvalues [N, 3] ascending, axes [N, 3, 3] with axes[i, k] the unit eigenvector of eigenvalue k) of Sigma_i."
-    s = check_covariances(sigma)
-    w, V = np.linalg.eigh(s)
-    axes = V.transpose(0, 2, 1).copy()                       # rows = eigenvectors
-    for k in range(2):
-        idx = np.abs(axes[:, k]).argmax(axis=1)
-        sign = np.sign(axes[np.arange(len(axes)), k, idx])
-        axes[:, k] *= np.where(sign == 0, 1.0, sign)[:, None]
-    axes[:, 2] = np.cross(axes[:, 0], axes[:, 1])
-    return np.clip(w, 0.0, None), axes
-
-def anisotropy(eigenvalues) -> np.ndarray:
-    "lambda_max / lambda_min per atom (inf for a degenerate ellipsoid)."
-    w = np.asarray(eigenvalues, dtype=np.float64)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return np.where(w[..., 0] > 0, w[..., -1] / np.where(w[..., 0] > 0, w[..., 0], 1.0), np.inf)
-
-# %% ../nbs/13_viz.ipynb #b7623b22
-def select_atoms(atoms: Atoms, selection=None) -> list[int]:
-    "Sorted atom indices chosen by `selection` (None, int, list of ints, symbol(s) or boolean mask)."
-    n = len(atoms)
-    if selection is None: return list(range(n))
-    if isinstance(selection, (int, np.integer)): selection = [int(selection)]
-    if isinstance(selection, str): selection = [selection]
-    sel = list(np.asarray(selection).tolist()) if isinstance(selection, np.ndarray) else list(selection)
-    if len(sel) == 0: raise ValueError("empty atom selection")
-    if all(isinstance(s, (bool, np.bool_)) for s in sel):
-        if len(sel) != n: raise ValueError(f"boolean mask has {len(sel)} entries for {n} atoms")
-        out = [i for i, s in enumerate(sel) if s]
-        if not out: raise ValueError("the boolean mask selects no atom")
-        return out
-    if all(isinstance(s, str) for s in sel):
-        symbols = atoms.get_chemical_symbols()
-        missing = sorted(set(sel) - set(symbols))
-        if missing: raise ValueError(f"no atom of element(s) {missing} in {atoms.get_chemical_formula()}")
-        return [i for i, s in enumerate(symbols) if s in sel]
-    out = []
-    for s in sel:
-        if isinstance(s, (bool, np.bool_)) or not isinstance(s, (int, np.integer)):
-            raise ValueError(f"atom selection must be indices, element symbols or a boolean mask, got {selection!r}")
-        if not -n <= int(s) < n: raise IndexError(f"atom index {int(s)} out of range for a structure of {n} atoms")
-        out.append(int(s) % n)
-    return sorted(set(out))
 
 # %% ../nbs/13_viz.ipynb #f9ba2927
 def _hex(rgba) -> str:
@@ -208,32 +124,6 @@ def cell_edges(cell) -> list[tuple[list[float], list[float]]]:
                 other = list(key); other[d] = 1
                 edges.append((p.tolist(), corners[tuple(other)].tolist()))
     return edges
-
-# %% ../nbs/13_viz.ipynb #2ac48a33
-def untrained_model(method: str = "anids", sigma: float = 0.1, seed: int = 0, backbone: str = "painn",
-                    generator_preset: str = "generator"):
-    "An untrained AniDSModel (tiny denoiser) whose generator is freshly initialised with `seed`."
-    from anids.model import build_model
-    return build_model(backbone=backbone, preset="tiny", method=method, generator_preset=generator_preset,
-                       sigma=sigma, seed=seed)
-
-def generator_covariances(model, atoms: Atoms, method: str = "anids", sigma: float = 0.1, seed: int = 0) -> np.ndarray:
-    "Sigma_i [N, 3, 3] (A^2, float64) of `atoms` from a checkpoint path, AniDSModel, NoiseGenerator or None (untrained)."
-    from anids.model import load_model, atoms_batch, AniDSModel
-    from anids.noise import NoiseGenerator
-    if not isinstance(atoms, Atoms): raise TypeError(f"atoms must be an ase.Atoms, got {type(atoms).__name__}")
-    if len(atoms) == 0: raise ValueError("the structure has no atoms")
-    if model is None: model = untrained_model(method, sigma, seed)
-    elif isinstance(model, (str, Path)): model = load_model(model)
-    if isinstance(model, AniDSModel): gen = model.generator
-    elif isinstance(model, NoiseGenerator): gen = model
-    else: raise TypeError(f"model must be a checkpoint path, AniDSModel, NoiseGenerator or None, got {type(model).__name__}")
-    if gen.method == "none": raise ValueError("this model has no noise generator (method 'none'): nothing to draw")
-    gen = copy.deepcopy(gen).double().eval()
-    data = atoms_batch([atoms], torch.float64)
-    with torch.no_grad():
-        cov = gen.covariance(data.z, data.pos, data.batch, data.cell, data.pbc)
-    return cov.sigma.numpy()
 
 # %% ../nbs/13_viz.ipynb #a953eda6
 _ARROW_COLORS = ("#d62728", "#2ca02c", "#1f77b4")   # smallest, middle, largest eigenvalue

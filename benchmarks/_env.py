@@ -24,7 +24,7 @@ def _threading() -> dict:
 
 def _versions() -> dict:
     try:
-        from anids.train import versions
+        from anids.provenance import versions
         return versions()
     except ImportError:   # a benchmark may run without the package's training extras
         import torch

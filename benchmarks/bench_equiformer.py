@@ -18,7 +18,7 @@ op wait for a descheduled partner thread (10-100x slower elementwise ops). We th
 Writes results/bench_equiformer.json (times in ms).
 """
 from __future__ import annotations
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, statistics, sys, time
 from pathlib import Path
 
 REFERENCE_S = dict(total=5.7, forward=2.0, backward=3.7)   # the authors' code, measured on a 2-core machine
@@ -43,29 +43,15 @@ def parse():
 args = parse()
 if args.omp_wait_policy != "default":
     os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
-import numpy as np                      # noqa: E402  (after the OpenMP setting)
-import torch                            # noqa: E402
-from rdkit import Chem                  # noqa: E402
-from rdkit.Chem import AllChem          # noqa: E402
+import torch                            # noqa: E402  (after the OpenMP setting)
+from torch_geometric.utils import scatter             # noqa: E402
 from anids.backbones import build, count_parameters   # noqa: E402
 from anids.graphs import radius_graph   # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import environment, load_warning   # noqa: E402
+from molecule_batch import molecule_batch   # noqa: E402  (benchmarks/molecule_batch.py)
+from _env import environment, load_warning   # noqa: E402  (benchmarks/_env.py)
 
 torch.set_num_threads(args.threads)
 CUTOFF, B = 5.0, 8
-
-
-def aspirin_batch(copies: int = B, rattle: float = 0.05, seed: int = 0):
-    mol = Chem.AddHs(Chem.MolFromSmiles("CC(=O)Oc1ccccc1C(=O)O"))
-    if AllChem.EmbedMolecule(mol, randomSeed=0) != 0: raise RuntimeError("RDKit could not embed aspirin")
-    P = mol.GetConformer().GetPositions()
-    Z = [a.GetAtomicNum() for a in mol.GetAtoms()]
-    rng = np.random.default_rng(seed)
-    pos = torch.tensor(np.concatenate([P + rattle * rng.standard_normal(P.shape) for _ in range(copies)]), dtype=torch.float32)
-    z = torch.tensor(Z * copies)
-    batch = torch.arange(copies).repeat_interleave(len(Z))
-    return z, pos, batch
 
 
 def loss_fn(energy, forces, e_ref, f_ref):
@@ -77,7 +63,7 @@ def our_step(model, z, pos0, batch, e_ref, f_ref):
     pos = pos0.clone().requires_grad_(True)
     graph = radius_graph(pos, model.cutoff, batch, max_neighbors=model.max_neighbors)
     out = model(z, pos, graph, batch)
-    energy = torch.zeros(B, dtype=pos.dtype).index_add(0, batch, out.atomic_energy)
+    energy = scatter(out.atomic_energy, batch, 0, dim_size=B)
     forces = -torch.autograd.grad(energy.sum(), pos, create_graph=True)[0]
     t1 = time.perf_counter()
     loss_fn(energy, forces, e_ref, f_ref).backward()
@@ -141,7 +127,7 @@ def summarise(times):
 
 def main():
     torch.manual_seed(0)
-    z, pos, batch = aspirin_batch()
+    z, pos, batch = molecule_batch(copies=B)
     e_ref, f_ref = torch.randn(B), torch.randn(len(z), 3)
     model = build("equiformer", args.preset)
     ref = reference_model(args.reference_nets) if args.reference_nets else None
@@ -195,10 +181,6 @@ def main():
         print(f"authors' code: best round median {best_ref['total_ms']:.0f} ms/step; ratio ours/authors (best/best) "
               f"{result['ratio_best_to_authors_best']:.2f}, per round {[round(x, 2) for x in result['ratio_per_round_to_authors']]}")
     if (w := load_warning(env_before, env_after)): print(w)
-    try:
-        result["git_revision"] = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    except OSError:
-        result["git_revision"] = None
     if args.profile:
         from torch.profiler import profile, ProfilerActivity
         with profile(activities=[ProfilerActivity.CPU]) as prof:

@@ -28,7 +28,6 @@ _pre = argparse.ArgumentParser(add_help=False)
 _pre.add_argument("--omp-wait-policy", default="PASSIVE")
 _OMP = _pre.parse_known_args()[0].omp_wait_policy
 if _OMP != "default": os.environ["OMP_WAIT_POLICY"] = _OMP
-import numpy as np   # noqa: E402
 import torch         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,23 +35,11 @@ sys.path.insert(0, str(ROOT))
 from anids.backbones import build, count_parameters          # noqa: E402
 from anids.equiformer_v2 import PRESETS, EquiformerV2         # noqa: E402
 from anids.graphs import radius_graph, edge_vectors           # noqa: E402
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _env import environment, load_warning                    # noqa: E402
+from torch_geometric.utils import scatter                     # noqa: E402
+from molecule_batch import molecule_batch                     # noqa: E402  (benchmarks/molecule_batch.py)
+from _env import environment, load_warning                    # noqa: E402  (benchmarks/_env.py)
 
 REFERENCE_MS = 1550.0     # the authors' code, this configuration, a 2-core machine (measured with --authors on such a machine)
-
-
-def aspirin_batch(copies: int = 8, rattle: float = 0.05, seed: int = 0):
-    from rdkit import Chem
-    from rdkit.Chem import AllChem
-    mol = Chem.AddHs(Chem.MolFromSmiles("CC(=O)Oc1ccccc1C(=O)O"))
-    if AllChem.EmbedMolecule(mol, randomSeed=0) != 0: raise RuntimeError("RDKit could not embed aspirin")
-    p0, z0 = mol.GetConformer().GetPositions(), [a.GetAtomicNum() for a in mol.GetAtoms()]
-    rng = np.random.default_rng(seed)
-    pos = np.concatenate([p0 + rng.normal(0.0, rattle, p0.shape) for _ in range(copies)])
-    z = torch.tensor(z0 * copies)
-    batch = torch.arange(copies).repeat_interleave(len(z0))
-    return z, torch.tensor(pos, dtype=torch.float32), batch
 
 
 def loss_fn(energy, forces, e_ref, f_ref):
@@ -68,7 +55,7 @@ class Ours:
         self.B = int(batch.max()) + 1
     def forward(self):
         out = self.model(self.z, self.pos, self.graph, self.batch)
-        energy = torch.zeros(self.B).index_add(0, self.batch, out.atomic_energy)
+        energy = scatter(out.atomic_energy, self.batch, 0, dim_size=self.B)
         return energy, out.vector
 
 
@@ -168,7 +155,7 @@ def main():
     if args.steps < 5: raise SystemExit("--steps must be >= 5")
     torch.set_num_threads(args.threads)
 
-    z, pos, batch = aspirin_batch()
+    z, pos, batch = molecule_batch()
     cfg = PRESETS["bench"]
     full_cfg = {k: v.default for k, v in inspect.signature(EquiformerV2).parameters.items()} | cfg
     graph = radius_graph(pos, cfg["cutoff"], batch, None, None, cfg["max_neighbors"])

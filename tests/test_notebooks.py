@@ -6,7 +6,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
-LIBRARY = sorted(NBS.glob("[0-9][0-9]_*.ipynb"))
+LIBRARY = sorted(NBS.glob("[0-9][0-9]*_*.ipynb"))   # 00_*, 01a_*, ... in reading order
 ENV = dict(os.environ, OMP_NUM_THREADS="2", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
 
 

@@ -2,6 +2,7 @@
 
 d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_url': '', 'lib_path': 'anids'},
   'syms': { 'anids.backbones': { 'anids.backbones.Backbone': ('backbones.html#backbone', 'anids/backbones.py'),
+                                 'anids.backbones.Backbone.check_inputs': ('backbones.html#backbone.check_inputs', 'anids/backbones.py'),
                                  'anids.backbones.Backbone.forward': ('backbones.html#backbone.forward', 'anids/backbones.py'),
                                  'anids.backbones.BackboneOutput': ('backbones.html#backboneoutput', 'anids/backbones.py'),
                                  'anids.backbones._Presets': ('backbones.html#_presets', 'anids/backbones.py'),

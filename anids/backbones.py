@@ -22,17 +22,25 @@ class BackboneOutput:
     vector: torch.Tensor         # [N, 3] equivariant vector output
 
 class Backbone(nn.Module):
-    """Interface of all backbones. Subclasses set `cutoff` (A) and `num_scalar_features` and implement
+    """Interface of all backbones. Subclasses set `cutoff` (A), `num_scalar_features` and `max_z` and implement
     `forward(z, pos, graph, batch, force_encoding=None) -> BackboneOutput`, where `graph` holds the edges
     (`anids.graphs.Graph`), `batch` [N] the structure index of each atom, and `force_encoding` [N, 3] the
     normalised forces of corrupted atoms (zeros on the others) or None."""
     cutoff: float
     num_scalar_features: int
+    max_z: int
     max_neighbors: int|None = None
 
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
                 force_encoding: torch.Tensor|None = None) -> BackboneOutput:
         raise NotImplementedError
+
+    def check_inputs(self, z: torch.Tensor, pos: torch.Tensor, force_encoding: torch.Tensor|None = None) -> None:
+        "ValueError for atomic numbers outside 1..max_z or a force encoding not shaped like the positions."
+        if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
+            raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
+        if force_encoding is not None and force_encoding.shape != pos.shape:
+            raise ValueError(f"force_encoding must have shape {tuple(pos.shape)}, got {tuple(force_encoding.shape)}")
 
 # %% ../nbs/02_backbones.ipynb #c43d4276
 MD17_AVG_NUM_NODES = 18.03065905448718

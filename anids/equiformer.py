@@ -471,10 +471,7 @@ class Equiformer(Backbone):
         return [Y[:, l * l:(l + 1) ** 2, None] for l in range(self.lmax + 1)]
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
-            raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
-        if force_encoding is not None and force_encoding.shape != pos.shape:
-            raise ValueError(f"force_encoding must have shape {tuple(pos.shape)}, got {tuple(force_encoding.shape)}")
+        self.check_inputs(z, pos, force_encoding)
         N = z.shape[0]
         src, dst = graph.edge_index
         vec = -edge_vectors(pos, graph)              # x_j - x_i: the authors' edge vector (source minus target)

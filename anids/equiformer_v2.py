@@ -456,10 +456,7 @@ class EquiformerV2(Backbone):
                       D_to, D_back, batch)
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
-            raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
-        if force_encoding is not None and force_encoding.shape != pos.shape:
-            raise ValueError(f"force_encoding must have shape {tuple(pos.shape)}, got {tuple(force_encoding.shape)}")
+        self.check_inputs(z, pos, force_encoding)
         N, K = z.shape[0], self.layout.num_coefficients
         e = self._edges(z, pos, graph, batch)
         g = lambda n: self.grids.get(n, pos.dtype, pos.device)

@@ -86,8 +86,7 @@ class PaiNN(Backbone):
                                           GatedEquivariantBlock(F // 2, 1, F // 2, scalar_act=False)])
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
-            raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
+        self.check_inputs(z, pos, force_encoding)
         j, i = graph.edge_index
         vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
         r = safe_norm(vec, eps=1e-12)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json, math, os, sys, time
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
+import ase.units
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
@@ -251,17 +252,25 @@ class TrainableEMA(EMAWeightAveraging):
 
 # %% ../nbs/07_train.ipynb #bb81bc5d
 def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
-    "Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise."
+    """Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise.
+
+    Where every structure carries a stress and the model's forces are conservative, also the stress MAE and RMSE
+    (eV/A^3, over the 9 components), from the strain derivative of the energy."""
     if len(structures) == 0: raise ValueError("cannot evaluate on an empty set of structures")
     model.eval()
+    with_stress = model.force_mode == "conservative" and all(getattr(s, "stress", None) is not None for s in structures)
     e_err, n_atoms, f_abs, f_sq, n_f = [], [], 0.0, 0.0, 0
+    s_abs, s_sq, n_s = 0.0, 0.0, 0
     dtype = next(model.parameters()).dtype
     device = next(model.parameters()).device
     for batch in DataLoader(list(structures), batch_size=batch_size, shuffle=False):
         batch = batch.to(device)
         batch.pos = batch.pos.to(dtype)
         with torch.enable_grad():
-            pred = model.predict(batch)
+            pred = model.predict(batch, compute_stress=with_stress)
+        if with_stress:
+            ds = pred.stress.detach().double() - batch.stress.double().reshape(-1, 3, 3)
+            s_abs += float(ds.abs().sum()); s_sq += float((ds ** 2).sum()); n_s += ds.numel()
         e_err.append((pred.energy.detach() - batch.energy.double()).cpu())
         n_atoms.append(torch.bincount(batch.batch, minlength=int(batch.num_graphs)).cpu().double())
         d = pred.forces.detach().double() - batch.forces.double()
@@ -269,10 +278,11 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
     e, n = torch.cat(e_err), torch.cat(n_atoms)
     return {"energy_mae_eV": float(e.abs().mean()), "energy_rmse_eV": float(e.pow(2).mean().sqrt()),
             "energy_mae_eV_atom": float((e / n).abs().mean()), "energy_rmse_eV_atom": float((e / n).pow(2).mean().sqrt()),
-            "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures)}
+            "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures),
+            **({"stress_mae_eV_A3": s_abs / n_s, "stress_rmse_eV_A3": math.sqrt(s_sq / n_s)} if with_stress else {})}
 
 def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
-    "Add the metrics in `energy_unit` (and energy_unit/A) and the force MAE in meV/A."
+    "Add the metrics in `energy_unit` (and energy_unit/A), the force errors in meV/A and stress errors in GPa."
     factor = 1.0 / energy_factor(energy_unit)      # eV -> energy_unit (anids.units.ENERGY_UNITS)
     out = dict(metrics)
     out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor
@@ -282,6 +292,8 @@ def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
         if f"{k}_eV" in metrics: out[f"{k}_meV"] = metrics[f"{k}_eV"] * 1000.0
         if f"{k}_eV_atom" in metrics: out[f"{k}_meV_atom"] = metrics[f"{k}_eV_atom"] * 1000.0
     if "force_rmse_eV_A" in metrics: out["force_rmse_meV_A"] = metrics["force_rmse_eV_A"] * 1000.0
+    for k in ("stress_mae", "stress_rmse"):
+        if f"{k}_eV_A3" in metrics: out[f"{k}_GPa"] = metrics[f"{k}_eV_A3"] / ase.units.GPa
     return out
 
 # %% ../nbs/07_train.ipynb #9ec7dca1

@@ -228,7 +228,7 @@ def generator_statistics(model, structures, batch_size: int = 64) -> dict:
     ratio, a, gamma, z = [], [], [], []
     for b in DataLoader(list(structures), batch_size=batch_size):
         cov = model.covariance(b)
-        ev = torch.linalg.eigvalsh(cov.sigma.double())
+        ev = torch.linalg.eigvalsh(cov.matrix.double())
         ratio.append(ev[:, 2] / ev[:, 0]); a.append(cov.a.double()); gamma.append(cov.gamma_sum.double()); z.append(b.z)
     ratio, a, gamma, z = (torch.cat(x).numpy() for x in (ratio, a, gamma, z))
     q = lambda v: {p: float(np.quantile(v, p / 100)) for p in (5, 25, 50, 75, 95)}

@@ -84,16 +84,16 @@ def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise
     return masked_mean(sq, mask, batch, num_graphs)
 
 # %% ../nbs/05_losses.ipynb #dc0a2086
-def kl_isotropic_prior(sigma: torch.Tensor,      # [N, 3, 3] covariances
+def kl_isotropic_prior(cov_matrix: torch.Tensor,  # [N, 3, 3] covariances
                        sigma_p: float,            # prior std
                        mask: torch.Tensor|None = None, batch: torch.Tensor|None = None,
                        num_graphs: int|None = None, L: torch.Tensor|None = None,  # reuse a Cholesky factor
                       ) -> torch.Tensor:
     "Eq. 8: mean over (masked) atoms of KL(N(0, Sigma_i) || N(0, sigma_p^2 I)), with the 1/2."
     if sigma_p <= 0: raise ValueError("sigma_p must be positive")
-    if L is None: L = torch.linalg.cholesky(sigma)
+    if L is None: L = torch.linalg.cholesky(cov_matrix)
     logdet = 2 * torch.log(torch.diagonal(L, dim1=1, dim2=2)).sum(-1)
-    tr = torch.diagonal(sigma, dim1=1, dim2=2).sum(-1)
+    tr = torch.diagonal(cov_matrix, dim1=1, dim2=2).sum(-1)
     kl = 0.5 * (tr / sigma_p ** 2 - 3 + 3 * math.log(sigma_p ** 2) - logdet)
     return masked_mean(kl, mask, batch, num_graphs)
 

@@ -76,3 +76,37 @@ def test_computational_cost_notebook_runs(tmp_path):
     rows = json.loads(res.read_text())["rows"]
     assert [r["method"] for r in rows] == ["none", "dens", "denoisevae", "anids"]
     assert rows[-1]["n_parameters"] > rows[0]["n_parameters"]
+
+
+def test_report_notebook_runs(tmp_path):
+    """nbs/report.ipynb on the repository's results/: every paper table in report.md and report.tex, ours beside the
+    paper's where a results file exists, 'not run yet' where none does, and every results file accounted for."""
+    import re
+    import statistics
+    from anids.report import PAPER_TABLES, RUN_SCHEMAS
+    from anids.units import force_factor
+    out = tmp_path / "rep" / "report.md"
+    _papermill(NBS / "report.ipynb", tmp_path / "out.ipynb",
+               dict(results_dir=str(ROOT / "results"), figures_dir=str(tmp_path / "fig"), out=str(out)))
+    text, latex = out.read_text(), out.with_suffix(".tex").read_text()
+    flat = re.sub(" +", " ", text)   # tabulate pads the cells
+    for t in PAPER_TABLES.values():
+        assert f"## {t.title}\n" in text, t.title
+    assert "| AniDS (Lmax=2) | 0.102 (+15.0%) | 0.139 (+1.4%) |" in flat and "| ICTP | 40.19 | 2.45 | 11.24 | 25.97 |" in flat
+    sections = re.split(r"\n## ", text)
+    for kind, schema in RUN_SCHEMAS.items():
+        if schema["table"] and not list((ROOT / "results").glob(f"{kind}_*.json")):
+            (sec,) = [s for s in sections if s.startswith(PAPER_TABLES[schema["table"]].title.split(": ", 1)[0] + ":")]
+            assert "**Our side: not run yet.**" in sec and "| not run yet |" in flat, kind
+    for f in (ROOT / "results").glob("*.json"):
+        assert f"| {f.name} |" in flat and "not read by any table" not in flat.rsplit(f"| {f.name} |", 1)[1].split("\n")[0], f.name
+    abl = ROOT / "results" / "ablation_ethanol_cpu.json"
+    if abl.is_file():   # ours beside the paper's, converted to kcal/mol/A, mean ± std over seeds
+        runs = [r["test"]["force_mae_meV_A"] * 1e-3 / force_factor("kcal/mol/A") for r in json.loads(abl.read_text())["runs"]
+                if r["row"] == "anids"]
+        cell = f"{statistics.mean(runs):.4f} ± {statistics.stdev(runs):.4f} (n={len(runs)})"
+        assert f"| EqV2-AniDS | 0.1118 | -42.0 % | {cell} |" in flat, cell
+    assert latex.startswith(r"\documentclass") and latex.rstrip().endswith(r"\end{document}")
+    assert latex.count(r"\begin{tabular}") == latex.count(r"\end{tabular}") >= len(PAPER_TABLES)
+    assert (tmp_path / "fig" / "report_md17.png").stat().st_size > 10_000
+    assert "![md17](../fig/report_md17.png)" in text

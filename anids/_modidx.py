@@ -585,6 +585,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.train.generator_scheme': ('train.html#generator_scheme', 'anids/train.py'),
                              'anids.train.has_trained_generator': ('train.html#has_trained_generator', 'anids/train.py'),
                              'anids.train.in_units': ('train.html#in_units', 'anids/train.py'),
+                             'anids.train.linear_with_warmup': ('train.html#linear_with_warmup', 'anids/train.py'),
                              'anids.train.make_config': ('train.html#make_config', 'anids/train.py'),
                              'anids.train.output_scale': ('train.html#output_scale', 'anids/train.py'),
                              'anids.train.pretrained_name': ('train.html#pretrained_name', 'anids/train.py'),

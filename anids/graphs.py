@@ -7,7 +7,8 @@ import torch
 from vesin.torch import NeighborList
 
 # %% auto #0
-__all__ = ['Graph', 'edge_vectors', 'radius_graph', 'nearest_neighbors']
+__all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'radius_graph',
+           'nearest_neighbors', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
 
 # %% ../nbs/01_graphs.ipynb #1a99bcfd
 @dataclass
@@ -89,3 +90,134 @@ def nearest_neighbors(pos: torch.Tensor, graph: Graph, k: int) -> Graph:
     keep = order[rank < k]
     keep, _ = torch.sort(keep)
     return Graph(graph.edge_index[:, keep], graph.shift[keep])
+
+# %% ../nbs/01_graphs.ipynb #a0e8d77b
+DEFAULT_EDGE_CHUNK_SIZE = 8192
+"Edges per chunk that the networks use by default in eval mode (PaiNN, the noise generator's edge head)."
+
+@dataclass
+class EdgeChunks:
+    """The edges of a graph in chunks of whole neighbourhoods (see `edge_chunks`): chunk c has the edges
+    `order[e_c : e_c + edge_sizes[c]]`, whose centres are the `centre_sizes[c]` atoms after those of earlier chunks."""
+    order: torch.Tensor        # [E] edge permutation: edges sorted by centre atom (stable)
+    edge_sizes: list[int]      # edges of each chunk (sum E)
+    centre_sizes: list[int]    # centre atoms of each chunk, consecutive (sum N)
+
+    @property
+    def num_chunks(self) -> int: return len(self.edge_sizes)
+    def edge_ids(self) -> tuple[torch.Tensor, ...]:
+        "The edges of each chunk (views of `order`)."
+        return self.order.split(self.edge_sizes)
+    def centre_starts(self) -> list[int]:
+        "First centre atom of each chunk."
+        out, a = [], 0
+        for n in self.centre_sizes: out.append(a); a += n
+        return out
+
+def edge_chunks(edge_index: torch.Tensor, num_nodes: int, chunk_size: int) -> EdgeChunks:
+    "Cut the edges [2, E] into chunks of consecutive centre atoms, at most `chunk_size` edges each (one atom: all its edges)."
+    if isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive number of edges, got {chunk_size!r}")
+    i = edge_index[1]
+    if i.numel() and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+        raise ValueError(f"edge_index refers to atoms outside 0..{num_nodes - 1}")
+    cum = torch.zeros(num_nodes + 1, dtype=torch.long)
+    cum[1:] = torch.cumsum(torch.bincount(i.cpu(), minlength=num_nodes), 0)   # cum[a]: edges of the centres before a
+    edge_sizes, centre_sizes, a0 = [], [], 0
+    while a0 < num_nodes:
+        # the most atoms after a0 whose edges fit in chunk_size (at least one atom)
+        a1 = max(int(torch.searchsorted(cum, cum[a0] + chunk_size, right=True)) - 1, a0 + 1)
+        edge_sizes.append(int(cum[a1] - cum[a0])); centre_sizes.append(a1 - a0)
+        a0 = a1
+    return EdgeChunks(torch.argsort(i, stable=True).to(i.device), edge_sizes, centre_sizes)
+
+# %% ../nbs/01_graphs.ipynb #fcc975ab
+CHUNK_INPUT_KINDS = ("neighbour", "centre", "edge")
+CHUNK_OUTPUT_KINDS = ("centre", "edge")
+
+def _chunk_index(edge_index: torch.Tensor, chunks: EdgeChunks):
+    "Per chunk: (edge ids, neighbour j, centre i, first centre, number of centres)."
+    j_all, i_all = edge_index
+    for e, a0, n in zip(chunks.edge_ids(), chunks.centre_starts(), chunks.centre_sizes):
+        yield e, j_all[e], i_all[e], a0, n
+
+def _rows(x, kind, e, j, i):
+    return x[j] if kind == "neighbour" else x[i] if kind == "centre" else x[e]
+
+def _out_rows(x, kind, e, a0, n):
+    return x[a0:a0 + n] if kind == "centre" else x[e]
+
+class _EdgeChunkMap(torch.autograd.Function):
+    "See `edge_chunk_map`; `tensors` are the inputs (gathered per chunk by `kinds`) followed by the parameters."
+    @staticmethod
+    def forward(ctx, fn, edge_index, chunks, kinds, out_kinds, *tensors):
+        ctx.fn, ctx.edge_index, ctx.chunks, ctx.kinds, ctx.out_kinds = fn, edge_index, chunks, kinds, out_kinds
+        ctx.save_for_backward(*tensors)
+        inputs, results = tensors[:len(kinds)], None
+        for e, j, i, a0, n in _chunk_index(edge_index, chunks):
+            out = fn(i - a0, n, *(_rows(x, k, e, j, i) for x, k in zip(inputs, kinds)))
+            if not isinstance(out, tuple) or len(out) != len(out_kinds):
+                raise ValueError(f"fn must return a tuple of {len(out_kinds)} tensors (one per output kind)")
+            if results is None:   # the full outputs, filled chunk by chunk (no per-chunk pieces kept)
+                size = {"centre": sum(chunks.centre_sizes), "edge": len(chunks.order)}
+                results = [o.new_zeros((size[k],) + o.shape[1:]) for o, k in zip(out, out_kinds)]
+            for r, o, k in zip(results, out, out_kinds):
+                rows = n if k == "centre" else len(e)
+                if o.shape[0] != rows:
+                    raise ValueError(f"a {k!r} output of fn must have {rows} rows for this chunk, got {o.shape[0]}")
+                if k == "centre": r[a0:a0 + n] = o
+                else: r.index_copy_(0, e, o)
+        return tuple(results)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        tensors, kinds, out_kinds = ctx.saved_tensors, ctx.kinds, ctx.out_kinds
+        inputs, n_in = tensors[:len(kinds)], len(kinds)
+        need = ctx.needs_input_grad[5:]
+        create_graph = torch.is_grad_enabled()       # the engine runs backward in grad mode iff create_graph
+        if create_graph:
+            total = [None] * len(tensors)
+        else:
+            total = [torch.zeros_like(t) if nd else None for t, nd in zip(tensors, need)]
+        for e, j, i, a0, n in _chunk_index(ctx.edge_index, ctx.chunks):
+            g_out = [_out_rows(g, k, e, a0, n) for g, k in zip(grads, out_kinds)]
+            if create_graph:
+                # differentiable: recompute from the full inputs (kept with their history) through the gathers
+                out = ctx.fn(i - a0, n, *(_rows(x, k, e, j, i) for x, k in zip(inputs, kinds)))
+                pairs = [(o, g) for o, g in zip(out, g_out) if o.requires_grad]
+                if not pairs: continue
+                wrt = [t for t, nd in zip(tensors, need) if nd]
+                gs = iter(torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True,
+                                              allow_unused=True))
+                for k, nd in enumerate(need):
+                    g = next(gs) if nd else None
+                    if g is not None: total[k] = g if total[k] is None else total[k] + g
+                continue
+            # first derivatives: recompute the chunk from detached copies of its rows, add the gradients in place
+            rows = [_rows(x, k, e, j, i).detach().requires_grad_(nd) for x, k, nd in zip(inputs, kinds, need)]
+            with torch.enable_grad():
+                out = ctx.fn(i - a0, n, *rows)
+            pairs = [(o, g) for o, g in zip(out, g_out) if o.requires_grad]
+            if not pairs: continue
+            wrt_idx = [k for k, nd in enumerate(need) if nd]
+            gs = torch.autograd.grad([o for o, _ in pairs], [rows[k] if k < n_in else tensors[k] for k in wrt_idx],
+                                     [g for _, g in pairs], allow_unused=True)
+            for k, g in zip(wrt_idx, gs):
+                if g is None: continue
+                if k < n_in: total[k].index_add_(0, {"neighbour": j, "centre": i, "edge": e}[kinds[k]], g)
+                else: total[k] += g
+        return (None, None, None, None, None, *total)
+
+def edge_chunk_map(fn,                        # fn(i_local, num_centres, *rows) -> tuple of tensors for one chunk
+                   edge_index: torch.Tensor,  # [2, E]: row 0 neighbour j, row 1 centre i
+                   chunks: EdgeChunks,        # edge_chunks(edge_index, ...)
+                   inputs: list[tuple[str, torch.Tensor]],  # (kind, tensor), kind in CHUNK_INPUT_KINDS
+                   outputs: tuple[str, ...] = ("centre",),  # kind of each output of fn, in CHUNK_OUTPUT_KINDS
+                   params=(),                 # tensors fn uses besides the inputs (its weights), for their gradients
+                  ) -> tuple[torch.Tensor, ...]:
+    "`fn` over the edges a chunk at a time: [N, ...] per 'centre' output, [E, ...] per 'edge' output (graph order)."
+    kinds, outputs = tuple(k for k, _ in inputs), tuple(outputs)
+    bad = [k for k in kinds if k not in CHUNK_INPUT_KINDS] + [k for k in outputs if k not in CHUNK_OUTPUT_KINDS]
+    if bad: raise ValueError(f"unknown kind {bad[0]!r}; inputs: {CHUNK_INPUT_KINDS}, outputs: {CHUNK_OUTPUT_KINDS}")
+    if chunks.num_chunks == 0: raise ValueError("the graph has no atoms: there is nothing to compute")
+    return _EdgeChunkMap.apply(fn, edge_index, chunks, kinds, outputs, *(t for _, t in inputs), *params)

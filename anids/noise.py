@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, radius_graph, edge_vectors
+from .graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone
 from .layers import BesselRBF, cosine_cutoff, mlp
 
@@ -26,6 +26,7 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
                            min_residual: float = 1e-3,  # floor on 1 - Gamma_i (see the numerics note)
                            min_distance: float = 1e-4,  # edges shorter than this (A) are coincident atoms
                            batch: torch.Tensor|None = None,  # [N] structure of each atom: errors name atoms within it
+                           edge_chunk_size: int|None = None,  # sum the per-edge 3x3 terms this many edges at a time
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-atom covariance Sigma_i of Eq. 11 with gamma_ij of Eq. 12; returns (Sigma [N,3,3], Gamma_i [N])."
     n = a.shape[0]
@@ -51,14 +52,24 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     gamma, rho = w[:b.shape[0]], w[b.shape[0]:]
     gamma_sum = scatter(gamma, i, 0, dim_size=n)
     unit = edge_vec / dist[:, None]
-    outer = unit[:, :, None] * unit[:, None, :]                       # [E, 3, 3]
     eye = torch.eye(3, dtype=a.dtype, device=a.device)
+    # sum_j gamma_ij P_ij with P_ij = r_ij r_ij^T (additive) or I - r_ij r_ij^T: at once, or a chunk of edges at a time
+    if edge_chunk_size is not None and b.shape[0] > edge_chunk_size:
+        def projectors(i_local, n_c, g, u):
+            outer = u[:, :, None] * u[:, None, :]
+            t = g[:, None, None] * (outer if additive else eye - outer)
+            return (t.new_zeros(n_c, 3, 3).index_add(0, i_local, t),)
+        (proj,) = edge_chunk_map(projectors, edge_index, edge_chunks(edge_index, n, edge_chunk_size),
+                                 [("edge", gamma), ("edge", unit)], ("centre",))
+    else:
+        outer = unit[:, :, None] * unit[:, None, :]                   # [E, 3, 3]
+        proj = scatter(gamma[:, None, None] * (outer if additive else eye - outer), i, 0, dim_size=n)
     # cov_unit = Sigma_i / a_i
     if additive:
-        cov_unit = eye + scatter(gamma[:, None, None] * outer, i, 0, dim_size=n)
+        cov_unit = eye + proj
     else:
         residual = torch.clamp(rho, min=min_residual)                  # rho_i = 1 - Gamma_i, floored
-        cov_unit = residual[:, None, None] * eye + scatter(gamma[:, None, None] * (eye - outer), i, 0, dim_size=n)
+        cov_unit = residual[:, None, None] * eye + proj
     return a[:, None, None] * cov_unit, gamma_sum
 
 # %% ../nbs/04_noise.ipynb #70c2ec30
@@ -101,11 +112,14 @@ class NoiseGenerator(nn.Module):
                  num_rbf: int = 16,                  # radial basis eta(|r_ij|) of w1
                  init_log_c: float = math.log(8.0),  # initial ln c_i
                  min_residual: float = 1e-3,         # floor on 1 - Gamma_i
+                 edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time
                 ):
         super().__init__()
         if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
         if sigma <= 0: raise ValueError("sigma must be positive")
-        self.method, self.sigma, self.min_residual = method, float(sigma), min_residual
+        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        self.method, self.sigma, self.min_residual, self.edge_chunk_size = method, float(sigma), min_residual, edge_chunk_size
         self.learned = method in ("denoisevae", "anids-add", "anids")
         self.encoder = encoder if self.learned else None
         if self.learned:
@@ -135,14 +149,25 @@ class NoiseGenerator(nn.Module):
         if self.method == "denoisevae":
             return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
         vec = edge_vectors(pos, graph)
-        j, i = graph.edge_index
-        r = torch.linalg.vector_norm(vec, dim=-1)
-        b = self.w1(torch.cat([h[i], h[j], self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
-        b = b + torch.log(cosine_cutoff(r, self.encoder.cutoff).clamp_min(1e-30))  # gamma_ij -> 0 at the cutoff
+        chunk = self.edge_chunk_size if not self.training else None
+        if chunk is not None and graph.num_edges > chunk:
+            # b_ij a chunk of edges at a time (anids.graphs.edge_chunk_map)
+            (b,) = edge_chunk_map(self._edge_logits, graph.edge_index, edge_chunks(graph.edge_index, n, chunk),
+                                  [("centre", h), ("neighbour", h), ("edge", vec)], ("edge",), self.w1.parameters())
+        else:
+            j, i = graph.edge_index
+            (b,) = self._edge_logits(i, n, h[i], h[j], vec)
         c = torch.exp(self.w2(h).squeeze(-1))
         cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
-                                                       additive=self.method == "anids-add", min_residual=self.min_residual)
+                                                       additive=self.method == "anids-add", min_residual=self.min_residual,
+                                                       edge_chunk_size=chunk)
         return Covariance(cov_matrix, gamma_sum, a)
+
+    def _edge_logits(self, i_local, n, h_i, h_j, vec):
+        "b_ij = w1([h_i; h_j; eta(|r_ij|)]) + ln f_cut(|r_ij|) for a set of edges (i_local and n are unused)."
+        r = torch.linalg.vector_norm(vec, dim=-1)
+        b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
+        return (b + torch.log(cosine_cutoff(r, self.encoder.cutoff).clamp_min(1e-30)),)  # gamma_ij -> 0 at the cutoff
 
     def forward(self, z, pos, batch=None, cell=None, pbc=None, graph=None) -> Covariance|None:
         return self.covariance(z, pos, batch, cell, pbc, graph)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn
-from .graphs import Graph, edge_vectors
+from torch.utils.checkpoint import checkpoint
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, BesselRBF, mlp
 
@@ -19,12 +20,16 @@ class PaiNNMessage(nn.Module):
         self.phi = mlp(F, F, 3 * F)
         self.W = nn.Linear(num_rbf, 3 * F)
     def forward(self, s, v, j, i, rbf, fcut, unit):
-        x = self.phi(s)[j] * (self.W(rbf) * fcut[:, None])           # [E, 3F]
-        ds, dvv, dvs = x.chunk(3, dim=-1)
-        dv = dvv[:, None, :] * v[j] + dvs[:, None, :] * unit[:, :, None]  # [E, 3, F]
+        ds, dv = self.edge_terms(self.phi(s)[j], v[j], self.W(rbf) * fcut[:, None], unit)
         s = s.index_add(0, i, ds)
         v = v.index_add(0, i, dv)
         return s, v
+    def edge_terms(self, phi_j, v_j, filt, unit):
+        "Messages of a set of edges from phi(s)_j [E, 3F], v_j [E, 3, F], the filter W(rbf) f_cut [E, 3F], r_ij/|r_ij|."
+        x = phi_j * filt                                                  # [E, 3F]
+        ds, dvv, dvs = x.chunk(3, dim=-1)
+        dv = dvv[:, None, :] * v_j + dvs[:, None, :] * unit[:, :, None]  # [E, 3, F]
+        return ds, dv
 
 class PaiNNUpdate(nn.Module):
     def __init__(self, F: int):
@@ -69,11 +74,15 @@ class PaiNN(Backbone):
                  num_rbf: int = 20,        # Bessel radial basis functions
                  max_z: int = 100,         # largest atomic number embedded
                  max_neighbors: int|None = None,  # optional nearest-neighbour cap
+                 edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: messages of at most this many edges at a time (None: all)
                 ):
         super().__init__()
         if num_features < 2 or num_layers < 1: raise ValueError("need num_features >= 2 and num_layers >= 1")
         F = num_features
+        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
         self.cutoff, self.num_scalar_features, self.max_z, self.max_neighbors = cutoff, F, max_z, max_neighbors
+        self.edge_chunk_size = edge_chunk_size
         self.embedding = nn.Embedding(max_z + 1, F)
         self.rbf = BesselRBF(num_rbf, cutoff)
         self.messages = nn.ModuleList(PaiNNMessage(F, num_rbf) for _ in range(num_layers))
@@ -87,21 +96,52 @@ class PaiNN(Backbone):
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
         self.check_inputs(z, pos, force_encoding)
-        j, i = graph.edge_index
-        vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
-        r = safe_norm(vec, eps=1e-12)
-        unit = vec / r[:, None]
-        rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
         s = self.embedding(z)
         v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
         if force_encoding is not None:
             fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
             s = s + self.force_scalar(fnorm)
             v = v + force_encoding[:, :, None] * self.force_vector
-        for msg, upd in zip(self.messages, self.updates):
-            s, v = msg(s, v, j, i, rbf, fcut, unit)
-            s, v = upd(s, v)
+        chunked = self.uses_chunks(graph)
+        if chunked:
+            s, v = self._interactions_chunked(s, v, pos, graph)
+        else:
+            j, i = graph.edge_index
+            vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
+            r = safe_norm(vec, eps=1e-12)
+            unit = vec / r[:, None]
+            rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
+            for msg, upd in zip(self.messages, self.updates):
+                s, v = msg(s, v, j, i, rbf, fcut, unit)
+                s, v = upd(s, v)
         e = self.energy_head(s).squeeze(-1)
         hs, hv = s, v
-        for block in self.vector_head: hs, hv = block(hs, hv)
+        for block in self.vector_head:
+            # in a big cell nobody differentiates the vector output in eval mode: keep only the block inputs
+            hs, hv = (checkpoint(block, hs, hv, use_reentrant=False, preserve_rng_state=False)
+                      if chunked and torch.is_grad_enabled() else block(hs, hv))
         return BackboneOutput(scalars=s, atomic_energy=e, vector=hv.squeeze(-1))
+
+    def uses_chunks(self, graph: Graph) -> bool:
+        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
+        return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
+
+    def _interactions_chunked(self, s, v, pos, graph):
+        "The interaction blocks with messages computed one chunk of edges at a time (anids.graphs.edge_chunk_map)."
+        chunks = edge_chunks(graph.edge_index, s.shape[0], self.edge_chunk_size)
+        vec = edge_vectors(pos, graph)
+        grad = torch.is_grad_enabled()
+        for msg, upd in zip(self.messages, self.updates):
+            def chunk_messages(i_local, n, phi_j, v_j, vec_e, msg=msg):
+                # the edge geometry is recomputed here from r_ij, never stored for all edges
+                r = safe_norm(vec_e, eps=1e-12)
+                ds, dv = msg.edge_terms(phi_j, v_j, msg.W(self.rbf(r)) * cosine_cutoff(r, self.cutoff)[:, None], vec_e / r[:, None])
+                return ds.new_zeros(n, ds.shape[1]).index_add(0, i_local, ds), dv.new_zeros(n, 3, dv.shape[2]).index_add(0, i_local, dv)
+            ds, dv = edge_chunk_map(chunk_messages, graph.edge_index, chunks,
+                                    [("neighbour", msg.phi(s)), ("neighbour", v), ("edge", vec)], ("centre", "centre"),
+                                    msg.W.parameters())
+            s, v = s + ds, v + dv
+            # the update is per atom and cheap: recompute it in the backward pass instead of keeping its activations
+            s, v = checkpoint(upd, s, v, use_reentrant=False, preserve_rng_state=False) if grad else upd(s, v)
+        return s, v
+

@@ -182,11 +182,14 @@ class _EdgeChunkMap(torch.autograd.Function):
         for e, j, i, a0, n in _chunk_index(ctx.edge_index, ctx.chunks):
             g_out = [_out_rows(g, k, e, a0, n) for g, k in zip(grads, out_kinds)]
             if create_graph:
-                # differentiable: recompute from the full inputs (kept with their history) through the gathers
-                out = ctx.fn(i - a0, n, *(_rows(x, k, e, j, i) for x, k in zip(inputs, kinds)))
+                # differentiable: recompute from the full inputs (kept with their history) through the gathers. The
+                # gradients are taken with respect to fresh aliases of the inputs: one input may depend on another
+                # (PaiNN's phi(s) on the edge vectors), and only the direct path through fn belongs to each input
+                alias = [x.view_as(x) if nd else x for x, nd in zip(inputs, need)]
+                out = ctx.fn(i - a0, n, *(_rows(x, k, e, j, i) for x, k in zip(alias, kinds)))
                 pairs = [(o, g) for o, g in zip(out, g_out) if o.requires_grad]
                 if not pairs: continue
-                wrt = [t for t, nd in zip(tensors, need) if nd]
+                wrt = [alias[k] if k < n_in else t for k, (t, nd) in enumerate(zip(tensors, need)) if nd]
                 gs = iter(torch.autograd.grad([o for o, _ in pairs], wrt, [g for _, g in pairs], create_graph=True,
                                               allow_unused=True))
                 for k, nd in enumerate(need):
@@ -213,7 +216,7 @@ def edge_chunk_map(fn,                        # fn(i_local, num_centres, *rows) 
                    chunks: EdgeChunks,        # edge_chunks(edge_index, ...)
                    inputs: list[tuple[str, torch.Tensor]],  # (kind, tensor), kind in CHUNK_INPUT_KINDS
                    outputs: tuple[str, ...] = ("centre",),  # kind of each output of fn, in CHUNK_OUTPUT_KINDS
-                   params=(),                 # tensors fn uses besides the inputs (its weights), for their gradients
+                   params=(),                 # the weights fn uses (leaf tensors used nowhere else), for their gradients
                   ) -> tuple[torch.Tensor, ...]:
     "`fn` over the edges a chunk at a time: [N, ...] per 'centre' output, [E, ...] per 'edge' output (graph order)."
     kinds, outputs = tuple(k for k, _ in inputs), tuple(outputs)

@@ -72,6 +72,15 @@ class AniDSModel(nn.Module):
     @property
     def method(self) -> str: return self.generator.method
 
+    def set_edge_chunk_size(self, size: int|None) -> "AniDSModel":
+        """Edges per chunk in eval mode for every part that chunks (PaiNN denoiser and encoder, the generator's edge
+        terms); None: never chunk. Results do not change, only memory and time (see anids.graphs.edge_chunk_map)."""
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {size!r}")
+        for m in self.modules():
+            if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
+        return self
+
     # ---------------------------------------------------------------- prediction
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False) -> Prediction:
@@ -92,8 +101,7 @@ class AniDSModel(nn.Module):
             strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
-            edge_batch = batch[graph.edge_index[1]]
-            graph = Graph(graph.edge_index, graph.shift + (graph.shift[:, None, :] @ sym[edge_batch]).squeeze(1))
+            graph = Graph(graph.edge_index, _strain_shifts(graph, batch, sym))
         out = self.denoiser(z, pos, graph, batch, force_encoding)
         e_atom = self.energy_scale * out.atomic_energy
         energy = scatter(e_atom.to(torch.float64) + self.atomic_energies[z], batch, 0, dim_size=B)
@@ -198,6 +206,15 @@ class AniDSModel(nn.Module):
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
         return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+
+def _strain_shifts(graph: Graph, batch: torch.Tensor, sym: torch.Tensor) -> torch.Tensor:
+    "Periodic shifts under the strain sym [B, 3, 3] of their structure: shift (I + sym)."
+    edge_batch = batch[graph.edge_index[1]]
+    if graph.num_edges and bool((edge_batch[1:] >= edge_batch[:-1]).all()):
+        # radius_graph keeps each structure's edges together: one [E_b, 3] @ [3, 3] per structure, no [E, 3, 3] gather
+        parts = graph.shift.split(torch.bincount(edge_batch, minlength=sym.shape[0]).tolist())
+        return torch.cat([p + p @ sym[b] for b, p in enumerate(parts)])
+    return graph.shift + (graph.shift[:, None, :] @ sym[edge_batch]).squeeze(1)
 
 @torch.no_grad()
 def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:

@@ -92,8 +92,8 @@ def nearest_neighbors(pos: torch.Tensor, graph: Graph, k: int) -> Graph:
     return Graph(graph.edge_index[:, keep], graph.shift[keep])
 
 # %% ../nbs/01_graphs.ipynb #a0e8d77b
-DEFAULT_EDGE_CHUNK_SIZE = 8192
-"Edges per chunk that the networks use by default in eval mode (PaiNN, the noise generator's edge head)."
+DEFAULT_EDGE_CHUNK_SIZE = 2048
+"Edges per chunk that the networks use by default in eval mode (PaiNN, the noise generator's edge terms)."
 
 @dataclass
 class EdgeChunks:

@@ -15,7 +15,7 @@ from .provenance import versions
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
            'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves',
-           'generator_statistics', 'ablation_run', 'run_ablation', 'ablation_table']
+           'generator_statistics', 'ablation_run', 'run_jobs', 'run_ablation', 'seed_table', 'ablation_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -298,6 +298,22 @@ def _ablation_worker(args):
     torch.set_num_threads(args[1].get("threads", 1))
     return ablation_run(*args[0], **args[1])
 
+def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
+    """`worker(job)` for every job, in this process (`workers` <= 1) or in `workers` spawned processes; each result is
+    handed to `on_result` as it arrives (to write a results file as runs finish). Returns the results in arrival order.
+    `worker` must be a module-level function (the processes import it)."""
+    out = []
+    def _take(r):
+        out.append(r)
+        if on_result is not None: on_result(out)
+    if workers <= 1:
+        for j in jobs: _take(worker(j))
+    else:
+        import multiprocessing as mp
+        with mp.get_context("spawn").Pool(workers) as pool:
+            for r in pool.imap_unordered(worker, jobs): _take(r)
+    return out
+
 def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int = 15, workers: int = 1,
                  results_path=None, **kw) -> list[dict]:
     "Every row x seed of Table 3 (in `workers` processes); results written to `results_path` as they finish."
@@ -305,38 +321,43 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
     unknown = set(rows) - set(ABLATION_ROWS)
     if unknown: raise ValueError(f"unknown rows {sorted(unknown)}; available: {list(ABLATION_ROWS)}")
     jobs = [((row, seed, str(train_file), str(test_file), epochs), kw) for seed in seeds for row in rows]
-    out = []
-    def _save(r):
-        out.append(r)
+    def _save(out):
         if results_path is not None:
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
             Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
-    if workers <= 1:
-        for j in jobs: _save(_ablation_worker(j))
-    else:
-        import multiprocessing as mp
-        with mp.get_context("spawn").Pool(workers) as pool:
-            for r in pool.imap_unordered(_ablation_worker, jobs): _save(r)
-    return out
+    return run_jobs(_ablation_worker, jobs, workers, _save)
+
+def seed_table(values: dict, refs=("none",)) -> list[dict]:
+    """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.
+
+    `refs`: the reference rows (a tuple, or a function row -> tuple). For each reference present, the per-seed
+    differences d_s = value_s - reference_s over the seeds both have (`diffs`), their mean and std, n, and `relative`
+    = mean(d) / mean(reference over those seeds). A non-finite value (a diverged run) is counted in `n_diverged`, never
+    averaged, and drops out of the pairs."""
+    rows = []
+    for row, vals in values.items():
+        allv = np.array(list(vals.values()), dtype=float)
+        v = allv[np.isfinite(allv)]
+        entry = {"row": row, "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
+                 "mean": float(v.mean()) if len(v) else float("nan"), "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
+                 "values": vals}
+        for ref in (refs(row) if callable(refs) else refs):
+            if ref not in values or ref == row: continue
+            diffs = {s: vals[s] - values[ref][s] for s in sorted(set(vals) & set(values[ref]))
+                     if np.isfinite(vals[s] - values[ref][s])}
+            if not diffs: continue
+            d = np.array(list(diffs.values()))
+            entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
+                                  "relative": float(d.mean() / np.mean([values[ref][s] for s in diffs])), "n": len(d),
+                                  "diffs": diffs}
+        rows.append(entry)
+    return rows
 
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A") -> list[dict]:
     "Mean ± std over seeds per row, and paired (same seed) differences to 'none' and to 'dens' (a) / 'dens w/o aux' (b)."
     by = {}
     for r in runs: by.setdefault(r["row"], {})[r["seed"]] = r["test"][metric]
-    rows = []
-    for row, vals in by.items():
-        allv = np.array(list(vals.values()))
-        v = allv[np.isfinite(allv)]   # a diverged run (non-finite error) is counted, not averaged
-        entry = {"row": row, "table": ABLATION_ROWS.get(row, {}).get("table"), "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
-                 "mean": float(v.mean()) if len(v) else float("nan"), "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
-                 "values": vals}
-        for ref in ("none", "dens" if entry["table"] != "b" else "dens w/o aux"):
-            if ref in by and ref != row:
-                common = sorted(set(vals) & set(by[ref]))
-                d = np.array([vals[s] - by[ref][s] for s in common])
-                common = [s for s, x in zip(common, d) if np.isfinite(x)]
-                d = d[np.isfinite(d)]
-                if len(d): entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
-                                               "relative": float(d.mean() / np.mean([by[ref][s] for s in common])), "n": len(d)}
-        rows.append(entry)
-    return rows
+    table = lambda row: ABLATION_ROWS.get(row, {}).get("table")
+    entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux"))
+    return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
+

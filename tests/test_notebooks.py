@@ -110,3 +110,78 @@ def test_report_notebook_runs(tmp_path):
     assert latex.count(r"\begin{tabular}") == latex.count(r"\end{tabular}") >= len(PAPER_TABLES)
     assert (tmp_path / "fig" / "report_md17.png").stat().st_size > 10_000
     assert "![md17](../fig/report_md17.png)" in text
+
+
+def _copper_mlearn_files(d: Path) -> dict:
+    """Small mlearn-format files of copper cells with ASE's EMT labels: a training file with a strained series (so
+    the stress order can be checked) and rattled cells, a test file and a larger, more disordered 'ood' file."""
+    import numpy as np
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from anids.crystals import write_mlearn
+
+    def cells(n_rattled, seed, strained=True, size=(1, 1, 1), rattle=0.05):
+        base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
+        out = []
+        if strained:
+            b = base.copy(); b.rattle(0.02, seed=seed)
+            for mode in (np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
+                         np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]])):
+                for s in (-0.02, -0.01, 0.01, 0.02):
+                    a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True); out.append(a)
+        for k in range(n_rattled):
+            a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); out.append(a)
+        for a in out: a.calc = EMT()
+        return out
+    return {"train": write_mlearn(cells(6, 0), d / "Cu" / "training.json"),
+            "test": write_mlearn(cells(5, 100, strained=False), d / "Cu" / "test.json"),
+            "ood": write_mlearn(cells(3, 200, strained=False, size=(2, 1, 1), rattle=0.12), d / "Cu" / "ood.json")}
+
+
+def _crystal_params(tmp_path, files, **kw):
+    return dict(preset="tiny", element="Cu", train_file=str(files["train"]), epochs=1, seeds=[0],
+                out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"), **kw)
+
+
+def test_oc22_notebook_runs(tmp_path):
+    """nbs/oc22.ipynb at a tiny size: none / DeNS / AniDS, one seed, one epoch, on copper cells with EMT labels and an
+    OOD test set; the results file is in the report's mlearn schema (a CPU preset never writes Table 2's file)."""
+    from anids.report import read_runs
+    files = _copper_mlearn_files(tmp_path)
+    _papermill(NBS / "oc22.ipynb", tmp_path / "out.ipynb",
+               _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}))
+    (res,) = list((tmp_path / "results").glob("*.json"))
+    assert res.name == "mlearn_Cu_painn_tiny_1ep.json" and not list((tmp_path / "results").glob("oc22_*"))
+    top, runs = read_runs(res, "mlearn")
+    assert [(r["method"], r["seed"], r["system"]) for r in runs] == [("none", 0, "Cu"), ("dens", 0, "Cu"), ("anids", 0, "Cu")]
+    for r in runs:   # the JSON holds what each run's metrics.json says
+        m = json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["test"]
+        assert r["force_mae_meV_A"] == m["force_mae_meV_A"] and r["stress_mae_GPa"] == m["stress_mae_GPa"] > 0
+        assert (tmp_path / "runs" / f"Cu_{r['method']}_s0" / "test_ood.json").is_file()
+    s = top["summary"]["force_mae_meV_A"]
+    assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
+    assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
+    assert (tmp_path / "fig" / "oc22_tiny_Cu.png").stat().st_size > 10_000
+
+
+def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
+    """nbs/mptrj_alexandria.ipynb at a tiny size: trains none and AniDS (one seed, one epoch), then, read-only, shows the
+    table of the finished runs and lists the run that is missing (DeNS) without training it."""
+    from anids.report import read_runs
+    files = _copper_mlearn_files(tmp_path)
+    params = _crystal_params(tmp_path, files, test_files=str(files["test"]))
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
+    res = tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep.json"
+    _, first = read_runs(res, "mlearn")
+    res.unlink()
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})
+    top, runs = read_runs(res, "mlearn")
+    assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
+    assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
+    assert top["settings"]["statuses"] == {"none s0": "read", "dens s0": "missing", "anids s0": "read"}
+    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu.png").is_file()
+    import nbformat
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                     for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"
+                     for o in c.get("outputs", []))
+    assert "dens     seed 0: missing (no run folder)" in text and "EquiformerV2 + AniDS (ours)" in text

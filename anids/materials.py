@@ -604,7 +604,10 @@ def _lmdb_paths(path: Path) -> list[Path]:
         if found:
             return found
         raise FileNotFoundError(f"no *.lmdb files in {path}")
-    raise FileNotFoundError(f"no such LMDB file or folder: {path}")
+    e = DOWNLOADS["oc22_s2ef_total_lmdbs"]
+    raise DatasetNotAvailableError(
+        f"no such LMDB file or folder: {path}\n  OC22's S2EF-Total LMDBs come in {e['url']} ({e['size']}, md5 {e['md5']});"
+        f" unpack it (`tar -xzf {e['filename']}`) and pass the folder of one split (its *.lmdb files) or one .lmdb file")
 
 
 def iter_oc22_lmdb(path, *, max_structures: int | None = None):
@@ -613,7 +616,8 @@ def iter_oc22_lmdb(path, *, max_structures: int | None = None):
     `path` is one `.lmdb` file or a folder of them (read in name order, as fairchem does, e.g. `s2ef/train/`).
     Keys are `b"0"`, `b"1"`, ... (a key `b"length"`, if present, is skipped); each value is unpickled with
     `unpickle_pyg_data` (no code from the file runs) and converted with `oc22_attributes_to_data`. Each `Data` also
-    carries `source` (file name) and `key`. Needs the `lmdb` package (`pip install "anids[materials]"`).
+    carries `source` (file name) and `key`. The IS2RE LMDBs' relaxed targets (`y_relaxed`, `pos_relaxed`) are not
+    read. Needs the `lmdb` package (`pip install "anids[materials]"`).
     """
     try:
         import lmdb

@@ -57,7 +57,7 @@ def atoms_from_pymatgen(structure: dict, label: str = "structure") -> Atoms:
 
     Reads `lattice.matrix` (rows are lattice vectors, A) and, for every site, `species[0].element` and the
     Cartesian `xyz` (A); a site without `xyz` is placed at `abc @ matrix`. `lattice.pbc` is honoured when present
-    (pymatgen writes it since 2022), otherwise the cell is periodic in all directions. Site `properties`
+    (newer pymatgen writes it), otherwise the cell is periodic in all directions. Site `properties`
     (magmoms, forces, ...) are ignored here. Raises ValueError naming `label` and the site for a missing field, a
     disordered site (several species or occupancy != 1) or an unknown element.
     """

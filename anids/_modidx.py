@@ -251,6 +251,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                      'anids.equiformer_v2.s2_grid_matrices': ( 'equiformer_v2.html#s2_grid_matrices',
                                                                                'anids/equiformer_v2.py')},
             'anids.experiments': { 'anids.experiments._ablation_worker': ('experiments.html#_ablation_worker', 'anids/experiments.py'),
+                                   'anids.experiments._safe': ('experiments.html#_safe', 'anids/experiments.py'),
                                    'anids.experiments._sets': ('experiments.html#_sets', 'anids/experiments.py'),
                                    'anids.experiments.ablation_run': ('experiments.html#ablation_run', 'anids/experiments.py'),
                                    'anids.experiments.ablation_table': ('experiments.html#ablation_table', 'anids/experiments.py'),

@@ -2,7 +2,7 @@
 
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
-import json, math, time
+import json, math, re, time
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
@@ -442,6 +442,8 @@ def write_benchmark(kind: str, runs: list[dict], path, description: str, **conte
     read_runs(path, kind)
     return path
 
+def _safe(name: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_")
+
 def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds=(0, 1, 2),
                   preset: str = "cpu",              # the table's preset: paper | cpu (BENCHMARK_PRESETS)
                   pretrained: str|None = "preset",  # 'preset': the preset's weights; 'qm9', 'pcqm4mv2', a path, or None
@@ -476,7 +478,7 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
         if seed not in sets: sets = {seed: make_sets(seed)}
         for method in methods:
             runs.append(benchmark_run(sets[seed], recipe, method, seed, pretrained,
-                                      Path(out_dir) / f"{sets[seed]['info']['molecule']}_{method}_seed{seed}", **settings))
+                                      Path(out_dir) / f"{_safe(sets[seed]['info']['molecule'])}_{method}_seed{seed}", **settings))
             if results_path is not None:
                 write_benchmark(kind, runs, results_path, description, wall_time_s=time.time() - t0, **context)
     return runs

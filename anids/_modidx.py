@@ -264,6 +264,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'anids.experiments.learning_curves': ('experiments.html#learning_curves', 'anids/experiments.py'),
                                    'anids.experiments.md17_splits': ('experiments.html#md17_splits', 'anids/experiments.py'),
                                    'anids.experiments.md22_sets': ('experiments.html#md22_sets', 'anids/experiments.py'),
+                                   'anids.experiments.method_table_text': ('experiments.html#method_table_text', 'anids/experiments.py'),
+                                   'anids.experiments.plot_method_table': ('experiments.html#plot_method_table', 'anids/experiments.py'),
                                    'anids.experiments.pretrain': ('experiments.html#pretrain', 'anids/experiments.py'),
                                    'anids.experiments.pretraining_sets': ('experiments.html#pretraining_sets', 'anids/experiments.py'),
                                    'anids.experiments.rmd17_sets': ('experiments.html#rmd17_sets', 'anids/experiments.py'),

@@ -16,7 +16,8 @@ from .provenance import versions
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'BENCHMARK_PRESETS', 'md17_splits',
            'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves', 'cost_table',
            'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics', 'ablation_run', 'run_ablation',
-           'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark']
+           'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
+           'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -482,3 +483,36 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
             if results_path is not None:
                 write_benchmark(kind, runs, results_path, description, wall_time_s=time.time() - t0, **context)
     return runs
+
+def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
+    """Ours as text: per method the test force MAE and RMSE, mean ± std over seeds, and the paired (same seed) differences
+    to no pre-training and to DeNS (`ablation_table` keyed by method)."""
+    from anids.report import METHOD_NAMES
+    mae = ablation_table(runs, key="method")
+    rmse = {e["row"]: e for e in ablation_table([r for r in runs if r.get("test")], "force_rmse_meV_A", key="method")}
+    vs = lambda e, ref: f"{e[ref]['mean_diff']:+.2f} ({100 * e[ref]['relative']:+.0f}%)" if ref in e else ""
+    lines = [f"{'method':14s} {'force MAE (' + unit + ')':>18s} {'force RMSE':>16s} {'vs none':>15s} {'vs DeNS':>15s}"]
+    for e in mae:
+        r = rmse.get(e["row"])
+        r = f"{r['mean']:7.2f} ± {r['std']:5.2f}" if r else ""
+        lines.append(f"{METHOD_NAMES.get(e['row'], e['row']):14s} {e['mean']:9.2f} ± {e['std']:6.2f} {r:>16s} {vs(e, 'vs none'):>15s} "
+                     f"{vs(e, 'vs dens'):>15s}" + (f"  ({e['n_diverged']} diverged)" if e["n_diverged"] else ""))
+    return "\n".join(lines)
+
+def plot_method_table(runs: list[dict], reference: dict[str, float]|None = None, ax=None, title: str = ""):
+    "Test force MAE per method: the mean (bar), ± std, one dot per seed; `reference` values (e.g. the paper's) as lines."
+    import matplotlib.pyplot as plt
+    from anids.report import METHOD_NAMES
+    ax = ax or plt.subplots(figsize=(6, 3.4))[1]
+    table = ablation_table(runs, key="method")
+    for k, e in enumerate(table):
+        vals = [v for v in e["values"].values() if math.isfinite(v)]
+        ax.bar(k, e["mean"], color=f"C{k}", alpha=0.45)
+        if len(vals) > 1: ax.errorbar(k, e["mean"], yerr=e["std"], color="k", capsize=4)
+        ax.plot([k] * len(vals), vals, "o", color=f"C{k}", ms=5)
+    for j, (name, v) in enumerate((reference or {}).items()):
+        ax.axhline(v, ls="--", lw=0.9, color=f"C{len(table) + j}", label=name)
+    if reference: ax.legend(fontsize=7)
+    ax.set_xticks(range(len(table)), [METHOD_NAMES.get(e["row"], e["row"]) for e in table])
+    ax.set_ylabel("test force MAE (meV/Å)"); ax.set_title(title, fontsize=9)
+    return ax

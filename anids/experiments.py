@@ -433,13 +433,14 @@ def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
             "train_generator": m["config"]["train_generator"], "n_parameters": m["n_parameters"],
             "train_time_s": m["train_time_s"], "wall_time_s": m["wall_time_s"], "test": t, "run_dir": str(out_dir)}
 
-def write_benchmark(kind: str, runs: list[dict], path, description: str, **context) -> Path:
+def write_benchmark(kind: str, runs: list[dict], path, description: str, code_versions: dict|None = None, **context) -> Path:
     """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,
-    device, threads, settings, ...) and the package versions; read it back as `anids.report` does, so a file the report
-    cannot read is an error here and now."""
+    device, threads, settings, ...) and the package versions and git revision (`code_versions`: those the runs started
+    with; default: now); read it back as `anids.report` does, so a file the report cannot read is an error here and now."""
     from anids.report import read_runs
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"description": description, **context, "runs": runs, "versions": versions()}, indent=1, default=str))
+    path.write_text(json.dumps({"description": description, **context, "runs": runs, "versions": code_versions or versions()},
+                               indent=1, default=str))
     read_runs(path, kind)
     return path
 
@@ -474,14 +475,14 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
                    device=device, threads=threads, pretrained=pretrained, table_preset=preset,
                    settings={k: v for k, v in settings.items() if k not in ("accelerator", "threads")},
                    protocol=sets[seeds[0]]["info"].get("protocol"))
-    runs, t0 = [], time.time()
+    runs, t0, started = [], time.time(), versions()   # the code that runs: a commit made meanwhile does not change it
     for seed in seeds:
         if seed not in sets: sets = {seed: make_sets(seed)}
         for method in methods:
             runs.append(benchmark_run(sets[seed], recipe, method, seed, pretrained,
                                       Path(out_dir) / f"{_safe(sets[seed]['info']['molecule'])}_{method}_seed{seed}", **settings))
             if results_path is not None:
-                write_benchmark(kind, runs, results_path, description, wall_time_s=time.time() - t0, **context)
+                write_benchmark(kind, runs, results_path, description, started, wall_time_s=time.time() - t0, **context)
     return runs
 
 def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:

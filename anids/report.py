@@ -952,6 +952,15 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
         c = make_config("md17-paper")
         return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
                 f"recipe md17-paper (anids.train.make_config('md17-paper', molecule=...); backbone {c.backbone} preset {c.preset})")
+    if key == "rmd17_hparams":
+        cols = {}
+        for col in PAPER_TABLES[key].frame.columns:
+            c = make_config("rmd17-paper", molecule=col.lower())
+            cols[col] = ["AdamW", "Cosine", c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.lambda_energy, c.lambda_force,
+                         c.p, c.lambda_denoise, c.r]
+        c = make_config("rmd17-paper")
+        return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
+                f"recipe rmd17-paper (anids.train.make_config('rmd17-paper', molecule=...); backbone {c.backbone} preset {c.preset})")
     if key in ("oc22_model", "mptrj_eqv2_model"):
         gen, den = ("oc22_generator", "oc22") if key == "oc22_model" else ("mptrj_generator", "mptrj")
         rows = PAPER_TABLES[key].frame.index

@@ -185,3 +185,105 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
                      for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"
                      for o in c.get("outputs", []))
     assert "dens     seed 0: missing (no run folder)" in text and "EquiformerV2 + AniDS (ours)" in text
+
+
+def _ethanol_emt_frames(n, seed=0):
+    "Ethanol rattled around one geometry, labelled by EMT (a toy potential that runs anywhere)."
+    from ase.build import molecule
+    from ase.calculators.emt import EMT
+    out = []
+    for k in range(n):
+        a = molecule("CH3CH2OH"); a.rattle(0.05, seed=1000 * seed + k); a.calc = EMT(); a.get_potential_energy(); out.append(a)
+    return out
+
+
+def _outputs(path):
+    import nbformat
+    return "\n".join(o.get("text", "") if o.get("output_type") == "stream" else str(o.get("data", {}).get("text/plain", ""))
+                     for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+TINY = dict(epochs=1, backbone_preset="tiny", generator_preset="tiny", pretrained=None, seeds=[0, 1], threads=1)
+
+
+def test_rmd17_notebook_cpu_preset(tmp_path):
+    """nbs/rmd17.ipynb, cpu preset, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
+    training file, the whole test file for testing, a results file the report reads into Table 6's section."""
+    from ase.io import write
+    from anids.report import read_runs, rmd17_section
+    frames = _ethanol_emt_frames(36)
+    write(tmp_path / "train.xyz", frames[:24]); write(tmp_path / "test.xyz", frames[24:])
+    params = dict(TINY, preset="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
+                  n_val=4, methods=["none", "anids"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"),
+                  figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
+    top, recs = read_runs(tmp_path / "results" / "rmd17_ethanol_cpu.json", "rmd17")
+    assert [(r["method"], r["seed"]) for r in recs] == [("none", 0), ("anids", 0), ("none", 1), ("anids", 1)]
+    assert all(r["n_train"] == 8 and r["n_val"] == 4 and r["n_test"] == 12 and r["force_mae_meV_A"] > 0 for r in recs)
+    assert top["recipe"] == "rmd17-cpu" and top["preset"] == "tiny" and top["threads"] == 1 and "train.xyz" in top["dataset"]
+    assert (tmp_path / "fig" / "rmd17_ethanol_cpu.png").stat().st_size > 5000
+    text = _outputs(tmp_path / "out.ipynb")
+    assert "has no ethanol column" in text and "EquiformerV2 + AniDS (Ours)" in text and "no denoising" in text
+    section = rmd17_section(tmp_path / "results")    # ethanol is not a column of Table 6: its own table in the section
+    assert section.status == "measured" and any("ethanol" in t.columns for t in section.extra.values())
+
+
+def test_rmd17_notebook_paper_preset(tmp_path):
+    """nbs/rmd17.ipynb, paper preset, on a hand-extracted rMD17 folder written here (EquiformerV2 at its tiny preset):
+    the test set is the official test file; without the archive the notebook stops with what to download."""
+    import numpy as np
+    import papermill as pm
+    import pytest
+    from ase import units
+    from anids.report import read_runs
+    frames = _ethanol_emt_frames(40)
+    kcal = units.kcal / units.mol
+    root = tmp_path / "cache" / "rmd17" / "rmd17"
+    (root / "npz_data").mkdir(parents=True); (root / "splits").mkdir()
+    np.savez(root / "npz_data" / "rmd17_ethanol.npz", nuclear_charges=frames[0].numbers, coords=np.array([a.positions for a in frames]),
+             energies=np.array([a.get_potential_energy() / kcal for a in frames]), forces=np.array([a.get_forces() / kcal for a in frames]))
+    np.savetxt(root / "splits" / "index_train_01.csv", np.arange(0, 30), fmt="%d")
+    np.savetxt(root / "splits" / "index_test_01.csv", np.arange(30, 40), fmt="%d")
+    params = dict(TINY, preset="paper", molecule="ethanol", data_dir=str(tmp_path / "cache"), n_train=6, n_val=3, seeds=[0],
+                  methods=["none"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
+    top, (rec,) = read_runs(tmp_path / "results" / "rmd17_ethanol_paper.json", "rmd17")
+    assert top["recipe"] == "rmd17-paper" and top["backbone"] == "equiformer_v2" and rec["n_test"] == 10 and rec["n_train"] == 6
+    assert "index_test_01.csv" in top["protocol"]
+    with pytest.raises(pm.PapermillExecutionError, match="figshare.com/ndownloader/files/23950376"):
+        _papermill(NBS / "rmd17.ipynb", tmp_path / "out2.ipynb", dict(params, molecule="aspirin", data_dir=str(tmp_path / "empty")))
+
+
+def test_md22_notebook_cpu_preset(tmp_path):
+    """nbs/md22.ipynb, cpu preset, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
+    the report (its own row of Table 7's section)."""
+    from anids.report import read_runs, md22_section
+    dirs = dict(out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="cpu", n_train=8, n_val=4, max_test=10, **dirs))
+    top, recs = read_runs(tmp_path / "results" / "md22_aspirin-bundled_cpu.json", "md22")
+    assert {r["method"] for r in recs} == {"none", "anids"} and all(r["n_test"] == 10 and r["n_train"] == 8 for r in recs)
+    assert "not MD22" in recs[0]["molecule"] and "not MD22" in top["description"] and top["recipe"] == "md17-demo"
+    assert "not comparable" in _outputs(tmp_path / "out.ipynb") and (tmp_path / "fig" / "md22_aspirin-bundled_cpu.png").is_file()
+    section = md22_section(tmp_path / "results")
+    assert section.status == "measured" and recs[0]["molecule"] in section.table.index and "AT--AT--CG--CG" in section.table.index
+
+
+def test_md22_notebook_paper_preset(tmp_path):
+    """nbs/md22.ipynb, paper preset, on an MD22-format file written here (Equiformer at its tiny preset): MD22's split
+    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
+    import numpy as np
+    from ase import units
+    from anids.report import read_runs, md22_section
+    frames = _ethanol_emt_frames(30)
+    kcal = units.kcal / units.mol
+    (tmp_path / "cache" / "md22").mkdir(parents=True)
+    np.savez(tmp_path / "cache" / "md22" / "md22_AT-AT-CG-CG.npz", z=frames[0].numbers, R=np.array([a.positions for a in frames]),
+             E=np.array([a.get_potential_energy() / kcal for a in frames]), F=np.array([a.get_forces() / kcal for a in frames]))
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="paper", data_dir=str(tmp_path / "cache"), n_train=8,
+                                                                n_val=4, seeds=[0], methods=["none"], out_dir=str(tmp_path / "runs"),
+                                                                results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig")))
+    top, (rec,) = read_runs(tmp_path / "results" / "md22_AT-AT-CG-CG_paper.json", "md22")
+    assert top["recipe"] == "md17-paper" and top["backbone"] == "equiformer" and rec["n_test"] == 18
+    section = md22_section(tmp_path / "results")
+    assert section.status == "measured" and list(section.table.index) == ["AT--AT--CG--CG"]
+    assert section.table.shape[1] == 8 + 1 and section.table.iloc[0, -1].endswith("(n=1)")   # the paper's columns, then ours

@@ -417,6 +417,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'anids.relaxation.pick_structures': ('relaxation.html#pick_structures', 'anids/relaxation.py'),
                                   'anids.relaxation.relax': ('relaxation.html#relax', 'anids/relaxation.py'),
                                   'anids.relaxation.relax_dft': ('relaxation.html#relax_dft', 'anids/relaxation.py'),
+                                  'anids.relaxation.relaxation_settings': ('relaxation.html#relaxation_settings', 'anids/relaxation.py'),
                                   'anids.relaxation.relaxation_table': ('relaxation.html#relaxation_table', 'anids/relaxation.py'),
                                   'anids.relaxation.structure_key': ('relaxation.html#structure_key', 'anids/relaxation.py')},
             'anids.statistics': { 'anids.statistics._composition': ('statistics.html#_composition', 'anids/statistics.py'),

@@ -392,7 +392,8 @@ def summarise_study(study: dict, reference: dict | None = None) -> list[dict]:
                    nve_drift_meV_atom_ps=1000 * nve["drift_eV_atom_ps"] if "drift_eV_atom_ps" in nve else None,
                    nve_survived=nve.get("survived"), wall_time_s=float(sum(r["wall_time_s"] for r in runs)),
                    cpu_time_s=float(sum(r["cpu_time_s"] for r in runs)),
-                   ms_per_step=float(np.mean([r["ms_per_step"] for r in runs])))
+                   ms_per_step=float(np.mean([r["ms_per_step"] for r in runs])),
+                   cpu_ms_per_step=1000 * float(sum(r["cpu_time_s"] for r in runs)) / max(1, sum(r["steps_done"] for r in runs)))
         if reference is not None:
             if any(len(v) == 0 for v in pooled.values()):
                 row.update(w1_A=None, w1_mean_mA=None)   # every run failed before the first sample

@@ -23,9 +23,9 @@ class DenoisingConfig:
     "How structures are corrupted and which terms are trained (defaults: MD17 fine-tuning, App. C Table)."
     p: float = 0.25                # p_AniDS: probability that a structure is corrupted
     r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is
-    sigma_p: float = 0.05          # prior std of Eq. 8 (0.05 in the authors' MD17 fine-tuning)
-    kappa: float = 0.30            # target anisotropic mass of Eq. 9
-    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 7 as written)
+    sigma_p: float = 0.05          # prior std of Eq. 10 (0.05 in the authors' MD17 fine-tuning)
+    kappa: float = 0.30            # target anisotropic mass of Eq. 11
+    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 9 as written)
     denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)

@@ -28,7 +28,7 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
                            batch: torch.Tensor|None = None,  # [N] structure of each atom: errors name atoms within it
                            edge_chunk_size: int|None = None,  # sum the per-edge 3x3 terms this many edges at a time
                           ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Per-atom covariance Sigma_i of Eq. 11 with gamma_ij of Eq. 12; returns (Sigma [N,3,3], Gamma_i [N])."
+    "Per-atom covariance Sigma_i of Eq. 14 with gamma_ij of Eq. 15; returns (Sigma [N,3,3], Gamma_i [N])."
     n = a.shape[0]
     if c.shape != (n,): raise ValueError(f"a and c must both have shape [N], got {tuple(a.shape)} and {tuple(c.shape)}")
     if b.ndim != 1 or edge_index.shape != (2, b.shape[0]) or edge_vec.shape != (b.shape[0], 3):
@@ -97,7 +97,7 @@ def sample_anisotropic(cov_matrix: torch.Tensor,        # [N, 3, 3] covariances
 @dataclass
 class Covariance:
     """Output of the noise generator for a batch. `matrix` [N, 3, 3] holds the covariance Sigma_i of every atom
-    (Eq. 11, A^2): the noise is drawn from N(0, Sigma_i) (Eq. 4-6), the targets of Eq. 7 and the KL of Eq. 8 use it."""
+    (Eq. 14, A^2): the noise is drawn from N(0, Sigma_i) (Eq. 5-7), the targets of Eq. 9 and the KL of Eq. 10 use it."""
     matrix: torch.Tensor     # [N, 3, 3] Sigma_i
     gamma_sum: torch.Tensor  # [N] Gamma_i = sum_j gamma_ij (zeros for isotropic methods)
     a: torch.Tensor          # [N] isotropic base (sigma_i^2 for DenoiseVAE, sigma^2 for DeNS)

@@ -868,6 +868,8 @@ def case_study_section(results_dir) -> Section|None:
     return Section("case_study", "Ours only: the case study (Sec. 4.4, Figs. 3-4 of the paper) and the physical covariance", df, None,
                    MEASURED, prov, ["The paper shows the case study in figures, without a table."], files)
 
+_BENCH_READ_ELSEWHERE = ("bench_overhead.json",)   # the computational-cost table reads it
+
 def benchmark_section(results_dir) -> Section|None:
     rows, prov, files = {}, [], []
     for name, ratio_key in (("bench_equiformer.json", "ratio_best_to_authors_best"), ("bench_equiformer_v2.json", "ratio_to_authors_same_machine")):
@@ -881,9 +883,24 @@ def benchmark_section(results_dir) -> Section|None:
         prov.append(_ours_line(name, f"{d.get('atoms', (d.get('config') or {}).get('atoms'))} atoms (8 aspirins), {d.get('threads')} threads",
                                [], machine_of(d), _short_rev(d)))
         files.append(name)
+    # the other benchmarks (no authors' code to compare with): their side-by-side ratios, or their headline rows
+    for f in sorted(Path(results_dir).glob("bench_*.json")):
+        if f.name in files or f.name in _BENCH_READ_ELSEWHERE: continue
+        d = read_json(f)
+        if isinstance(d.get("ratios"), dict):
+            summary = "; ".join(f"{k} {v:.2f}" for k, v in d["ratios"].items() if isinstance(v, (int, float)))
+        elif isinstance(d.get("rows"), dict):
+            summary = "; ".join(f"{k}: " + ", ".join(f"{m} {v:.3g}" for m, v in r.items() if isinstance(v, (int, float)) and m in
+                                                      ("cpu_seconds", "peak_rss_MB", "frames_per_cpu_s", "seconds"))
+                                for k, r in d["rows"].items() if isinstance(r, dict))
+        else:
+            raise ValueError(f"{f}: a benchmark result needs 'ratios' (side-by-side ratios) or 'rows' (one dict per case)")
+        rows[d.get("benchmark", f.stem)] = {"ours ms per step": "—", "ours / authors' code": "—", "summary": summary or "—"}
+        prov.append(_ours_line(f.name, "see the file", [], machine_of(d), _short_rev(d)))
+        files.append(f.name)
     if not rows: return None
-    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "benchmark"
-    return Section("benchmarks", "Ours only: training-step time against the authors' code (benchmarks/bench_*.py)", df, None, MEASURED,
+    df = pd.DataFrame.from_dict(rows, orient="index").fillna("—"); df.index.name = "benchmark"
+    return Section("benchmarks", "Ours only: the benchmarks (benchmarks/bench_*.py; step times against the authors' code where there is one)", df, None, MEASURED,
                    prov, ["No table of the paper."], files)
 
 # %% ../nbs/16_report.ipynb #ce3d288e
@@ -935,6 +952,15 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
         c = make_config("md17-paper")
         return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
                 f"recipe md17-paper (anids.train.make_config('md17-paper', molecule=...); backbone {c.backbone} preset {c.preset})")
+    if key == "rmd17_hparams":
+        cols = {}
+        for col in PAPER_TABLES[key].frame.columns:
+            c = make_config("rmd17-paper", molecule=col.lower())
+            cols[col] = ["AdamW", "Cosine", c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.lambda_energy, c.lambda_force,
+                         c.p, c.lambda_denoise, c.r]
+        c = make_config("rmd17-paper")
+        return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
+                f"recipe rmd17-paper (anids.train.make_config('rmd17-paper', molecule=...); backbone {c.backbone} preset {c.preset})")
     if key in ("oc22_model", "mptrj_eqv2_model"):
         gen, den = ("oc22_generator", "oc22") if key == "oc22_model" else ("mptrj_generator", "mptrj")
         rows = PAPER_TABLES[key].frame.index

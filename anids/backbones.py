@@ -53,6 +53,7 @@ BACKBONES = {
     "painn": "anids.painn:PaiNN",
     "equiformer": "anids.equiformer:Equiformer",
     "equiformer_v2": "anids.equiformer_v2:EquiformerV2",
+    "geomformer": "anids.geomformer:GeoMFormer",
 }
 
 def _module(name: str):

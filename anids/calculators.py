@@ -18,14 +18,27 @@ class PySCFCalculator(Calculator):
                  charge: int = 0, spin: int = 0,   # total charge and 2S (number of unpaired electrons)
                  conv_tol: float = 1e-10,          # SCF energy convergence (Hartree); tight, for finite differences
                  max_memory: int = 4000,           # MB
+                 grid_level: int|None = None,      # DFT integration grid, 0-9 (None: PySCF's default, 3)
+                 density_fit: bool|str = False,    # density fitting (RI-J): True (PySCF's auxiliary basis) or its name
+                 dispersion: str|None = None,      # e.g. "d3bj", "d4" (needs `pip install pyscf-dispersion`)
                  **kwargs):
         try:
             import pyscf  # noqa: F401
         except ImportError:
             raise ImportError("the 'pyscf' reference calculator needs PySCF: pip install pyscf") from None
+        if grid_level is not None and not (isinstance(grid_level, (int, np.integer)) and 0 <= grid_level <= 9):
+            raise ValueError(f"grid_level must be an integer 0..9 or None, got {grid_level!r}")
+        if dispersion is not None:
+            if str(xc).lower() == "hf": raise ValueError("dispersion corrections are for DFT functionals, not xc='hf'")
+            import importlib.util
+            if importlib.util.find_spec("pyscf.dispersion") is None:
+                raise ImportError(f"dispersion={dispersion!r} needs the pyscf-dispersion package: "
+                                  "pip install pyscf-dispersion") from None
         super().__init__(**kwargs)
         self.xc, self.basis, self.charge, self.spin = str(xc).lower(), basis, int(charge), int(spin)
         self.conv_tol, self.max_memory = float(conv_tol), int(max_memory)
+        self.grid_level, self.density_fit = grid_level, density_fit
+        self.dispersion = None if dispersion is None else str(dispersion).lower()
         self._dm = None                                  # last density matrix: a warm start for nearby geometries
 
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
@@ -40,6 +53,10 @@ class PySCFCalculator(Calculator):
         else:
             mf = dft.RKS(mol) if self.spin == 0 else dft.UKS(mol)
             mf.xc = self.xc
+            if self.grid_level is not None: mf.grids.level = int(self.grid_level)
+        if self.density_fit:
+            mf = mf.density_fit(auxbasis=None if self.density_fit is True else self.density_fit)
+        if self.dispersion is not None: mf.disp = self.dispersion
         mf.conv_tol = self.conv_tol
         dm0 = self._dm if self._dm is not None and np.shape(self._dm) == np.shape(mf.get_init_guess()) else None
         energy = mf.kernel(dm0=dm0)

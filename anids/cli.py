@@ -34,6 +34,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--energy-key", default="energy", help="energy key of the files (default energy)")
     g.add_argument("--forces-key", default="forces", help="forces key of the files (default forces)")
     g.add_argument("--stress-key", default=None, help="stress key of the files (default: no stress)")
+    g.add_argument("--stress-order", default="check",
+                   help="mlearn JSON: order of the six stress numbers, e.g. 'xx yy zz xy yz zx', or 'check' (default): "
+                        "measured on the --train file's strained cells and used for every file")
     g.add_argument("--energy-unit", default=None, help="energy unit of the files (default eV; kcal/mol for npz)")
     g.add_argument("--length-unit", default="A", help="length unit of the files (default A)")
     g.add_argument("--report-unit", default=None, help="also report errors in this unit (default: the files' unit)")
@@ -57,8 +60,12 @@ def _read(path, args, default_unit):
     if path.suffix == ".npz":
         return D.load_npz_md17_format(path, energy_unit=args.energy_unit or "kcal/mol",
                                       force_unit=f"{args.energy_unit or 'kcal/mol'}/A")
-    return D.read_structures(path, energy_key=args.energy_key, forces_key=args.forces_key, stress_key=args.stress_key,
-                             energy_unit=args.energy_unit or default_unit, length_unit=args.length_unit)
+    try:
+        return D.read_structures(path, energy_key=args.energy_key, forces_key=args.forces_key, stress_key=args.stress_key,
+                                 energy_unit=args.energy_unit or default_unit, length_unit=args.length_unit,
+                                 stress_order=args.stress_order)
+    except ValueError as e:
+        raise SystemExit(f"anids-train: {e}") from None
 
 def load_sets(args) -> tuple[list, list, list|None, str, dict]:
     "Train / val / test structures from the command-line arguments, their unit, and a description."
@@ -69,6 +76,17 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
         return pick(tr), pick(va), pick(te), "kcal/mol", {"dataset": f"md17/{args.md17}", "source": args.source}
     if not args.train: raise SystemExit("anids-train: give --train FILE or --md17 MOLECULE")
     unit = args.energy_unit or ("kcal/mol" if args.train.endswith(".npz") else "eV")
+    described = {}
+    if args.stress_order == "check" and D._is_mlearn(Path(args.train), None):
+        # one order for train, val and test: the one the training file's strained cells obey
+        try:
+            check = D.check_stress_order(args.train)
+        except ValueError as e:
+            raise SystemExit(f"anids-train: {args.train}: {e}") from None
+        args.stress_order = check["best"]
+        described = {"stress_order": check["best"], "stress_order_check": check}
+        print(f"anids-train: stress components of {args.train} in the order {check['best']!r} "
+              f"(median error of E_b - E_a = V sigma:eps over {check['n_pairs']} strained pairs: {check['errors'][check['best']]:.1%})")
     train = _read(args.train, args, "eV")
     if args.val:
         val = _read(args.val, args, "eV")
@@ -79,7 +97,7 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
         perm = np.random.default_rng(args.seed or 0).permutation(len(train))
         val, train = [train[i] for i in perm[:n_val]], [train[i] for i in perm[n_val:]]
     test = _read(args.test, args, "eV") if args.test else None
-    return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test}
+    return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test, **described}
 
 def default_out(recipe: str|None, method: str, seed: int, resume: str|None = None, root: Path = Path("runs")) -> Path:
     "runs/RECIPE-NOISE-seedSEED; a folder that already holds a finished run gets a number (-2, -3, ...) unless resuming."

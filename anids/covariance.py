@@ -19,14 +19,14 @@ def _to_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor): x = x.detach().cpu().to(torch.float64).numpy()
     return np.asarray(x, dtype=np.float64)
 
-def check_covariances(sigma,                  # [N, 3, 3] (or [3, 3]) covariances, A^2
+def check_covariances(cov_matrix,             # [N, 3, 3] (or [3, 3]) covariances, A^2
                       n_atoms: int|None = None,  # number of atoms the structure has
                       rtol: float = 1e-5,        # tolerance relative to the largest entry of each matrix
                       atol: float = 1e-12,       # absolute tolerance (A^2)
                      ) -> np.ndarray:
     "Validated float64 covariances [N, 3, 3] (exactly symmetrised); ValueError naming the first bad atom otherwise."
     try:
-        s = _to_numpy(sigma)
+        s = _to_numpy(cov_matrix)
     except (TypeError, ValueError) as e:
         raise ValueError(f"covariances must be a numeric array of shape [N, 3, 3]: {e}") from None
     if s.shape == (3, 3): s = s[None]
@@ -52,9 +52,9 @@ def check_covariances(sigma,                  # [N, 3, 3] (or [3, 3]) covariance
     return s
 
 # %% ../nbs/12a_covariance.ipynb #1328d520
-def principal_axes(sigma) -> tuple[np.ndarray, np.ndarray]:
+def principal_axes(cov_matrix) -> tuple[np.ndarray, np.ndarray]:
     "(eigenvalues [N, 3] ascending, axes [N, 3, 3] with axes[i, k] the unit eigenvector of eigenvalue k) of Sigma_i."
-    s = check_covariances(sigma)
+    s = check_covariances(cov_matrix)
     w, V = np.linalg.eigh(s)
     axes = V.transpose(0, 2, 1).copy()                       # rows = eigenvectors
     for k in range(2):
@@ -118,7 +118,7 @@ def generator_covariances(model, atoms: Atoms, method: str = "anids", sigma: flo
     data = atoms_batch([atoms], torch.float64)
     with torch.no_grad():
         cov = gen.covariance(data.z, data.pos, data.batch, data.cell, data.pbc)
-    return cov.sigma.numpy()
+    return cov.matrix.numpy()
 
 # %% ../nbs/12a_covariance.ipynb #8808701c
 def spearman(x, y) -> float:
@@ -146,10 +146,10 @@ def stiff_alignment(A, B, isotropy_tol: float = 1e-6) -> np.ndarray:
     iso = ((wa[:, 1] - wa[:, 0]) <= isotropy_tol * wa[:, 2]) | ((wb[:, 1] - wb[:, 0]) <= isotropy_tol * wb[:, 2])
     return np.where(iso, np.nan, cos)
 
-def random_orientation(sigma, rng: np.random.Generator|int = 0) -> np.ndarray:
-    "Matrices with the same eigenvalues as `sigma` and uniformly random (Haar) orientations."
+def random_orientation(cov_matrix, rng: np.random.Generator|int = 0) -> np.ndarray:
+    "Matrices with the same eigenvalues as `cov_matrix` and uniformly random (Haar) orientations."
     from scipy.spatial.transform import Rotation
-    s = check_covariances(sigma)
+    s = check_covariances(cov_matrix)
     rng = np.random.default_rng(rng)
     w = np.linalg.eigvalsh(s)
     R = Rotation.random(len(s), random_state=rng).as_matrix()

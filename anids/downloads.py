@@ -48,9 +48,28 @@ DOWNLOADS = {
     # PCQM4Mv2 (OGB-LSC): 3D structures of the training molecules, one SDF in a tar.gz (see `load_pcqm4mv2`)
     "pcqm4mv2": dict(url="http://ogb-data.stanford.edu/data/lsc/pcqm4m-v2-train.sdf.tar.gz",
                      filename="pcqm4m-v2-train.sdf.tar.gz", subdir="pcqm4mv2", sha256=None, md5=None),
+    # OC22 (Tran et al. 2023): URLs, sizes and md5 sums as fairchem's dataset page states them (docs/core/datasets/oc22.md)
+    **{key: dict(url=f"https://dl.fbaipublicfiles.com/opencatalystproject/data/oc22/{name}", filename=name,
+                 subdir="oc22", sha256=None, md5=md5, size=size)
+       for key, name, md5, size in (
+           ("oc22_s2ef_total_lmdbs", "s2ef_total_train_val_test_lmdbs.tar.gz", "ebea523c6f8d61248a37b4dd660b11e6",
+            "20 GB, 71 GB unpacked"),
+           ("oc22_is2re_total_lmdbs", "is2res_total_train_val_test_lmdbs.tar.gz", "b35dc24e99ef3aeaee6c5c949903de94",
+            "109 MB, 424 MB unpacked"),
+           ("oc22_trajectories", "oc22_trajectories.tar.gz", "977b6be1cbac6864e63c4c7fbf8a3fce", "34 GB, 80 GB unpacked"),
+           ("oc22_metadata", "oc22_metadata.pkl", "13dc06c6510346d8a7f614d5b26c8ffa", None))},
+    # MPtrj (Deng et al. 2023, CHGNet): figshare article 23713842 v2, file 41619375; md5 and size as figshare's API
+    # reports them for that file (11.35 GB on the article page)
+    "mptrj": dict(url="https://figshare.com/ndownloader/files/41619375", filename="MPtrj_2022.9_full.json",
+                  subdir="mptrj", sha256=None, md5="50ead5f27f9a4f6beb7564c4188f1e9f", size="12,188,168,685 bytes"),
+    # Alexandria PBE (Schmidt et al.): relaxed entries in 45 files; no published checksums (trust on first use)
+    **{f"alexandria_pbe_{i:03d}": dict(url=f"https://alexandria.icams.rub.de/data/pbe/alexandria_{i:03d}.json.bz2",
+                                       filename=f"alexandria_{i:03d}.json.bz2", subdir="alexandria", sha256=None,
+                                       md5=None) for i in range(45)},
 }
-"""Registry of downloadable files: key -> dict(url, filename, subdir of the cache, sha256, md5).
-We know of no published checksums for these files, so they are None (trust on first use, see `fetch_file`)."""
+"""Registry of downloadable files: key -> dict(url, filename, subdir of the cache, sha256, md5, optional size).
+MD17, rMD17, MD22, PCQM4Mv2 and Alexandria have no published checksums, so theirs are None (trust on first use,
+see `fetch_file`); OC22's md5 sums are fairchem's, MPtrj's is figshare's."""
 
 
 def cache_dir(data_dir=None) -> Path:

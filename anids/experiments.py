@@ -2,7 +2,7 @@
 
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
-import json, math, time
+import json, math, re, time
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
@@ -13,9 +13,11 @@ from .pretrain_data import load_qm9, load_pcqm4mv2
 from .provenance import versions
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'md17_splits', 'describe_data', 'run_md17',
-           'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'training_curves',
-           'generator_statistics', 'ablation_run', 'run_ablation', 'ablation_table']
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'BENCHMARK_PRESETS', 'md17_splits',
+           'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves', 'cost_table',
+           'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics', 'ablation_run', 'run_jobs',
+           'run_ablation', 'seed_table', 'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run',
+           'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -52,6 +54,31 @@ def describe_data(info: dict) -> str:
         line += f" Langevin MD at {temp:g} K" if temp is not None else " (MD temperature not recorded)"
     return line
 
+def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
+                  pretrained: str|Path|None = None,  # 'qm9' / 'pcqm4mv2' (named checkpoint), a path, or None
+                  out_dir: str|Path = "runs/finetune", pretrain_epochs: int = 0, molecule: str|None = None,
+                  device: str = "cpu", progress: bool = True, energy_unit: str = "kcal/mol", **overrides) -> dict:
+    """Algorithm 2 on prepared `sets` ({"train", "val", "test", "info"}) with a named recipe (per-molecule columns for
+    `molecule`) and settings `overrides`; before it, optionally Algorithm 1 on the training geometries
+    (`pretrain_epochs` > 0) instead of the weights `pretrained`. Tests without noise. `method="none"` is the "no
+    pre-training" row: it never loads or makes pre-trained weights. Writes `out_dir/pretrain` and `out_dir/finetune`;
+    returns {"config", "metrics" (of `fit`), "pretrain_metrics", "pretrained", "pretrain_epochs"}."""
+    cfg = make_config(recipe, molecule=molecule, **{**dict(method=method, seed=seed, progress=progress, accelerator=device), **overrides})
+    out_dir = Path(out_dir)
+    if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
+    pre_metrics = None
+    if pretrain_epochs > 0:
+        pre_cfg = make_config("pretrain", backbone=cfg.backbone, preset=cfg.preset, generator_preset=cfg.generator_preset,
+                              method=method, epochs=pretrain_epochs, seed=seed, progress=progress, accelerator=device,
+                              sigma_p=cfg.sigma_p, batch_size=cfg.batch_size, lr=cfg.lr, warmup_epochs=0.5,
+                              ema_decay=0.0, force_mode=cfg.force_mode, threads=cfg.threads)
+        pre_metrics = fit(sets["train"], sets["val"], pre_cfg, out_dir / "pretrain", extra={"data": sets["info"]})
+        pretrained = str(out_dir / "pretrain" / "model.pt")
+    metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
+                  pretrained=pretrained, energy_unit=energy_unit, extra={"data": sets["info"]})
+    return {"config": cfg, "metrics": metrics, "pretrain_metrics": pre_metrics, "pretrained": pretrained,
+            "pretrain_epochs": pretrain_epochs}
+
 def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
              method: str = "anids",            # none | dens | denoisevae | anids-add | anids
@@ -70,30 +97,19 @@ def run_md17(molecule: str = "aspirin",
     t0 = time.time()
     sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
     recipe = "md17-paper" if scale == "paper" else "md17-demo"
-    base = dict(method=method, seed=seed, progress=progress, accelerator=device)
+    settings = {}
     if backbone is not None and backbone != RECIPES[recipe]["backbone"]:
         # another backbone at the recipe's scale: its own preset of the same name (md17 / demo)
-        base.update(backbone=backbone, preset="md17" if scale == "paper" else "demo")
-    if epochs is not None: base["epochs"] = epochs
-    base.update(overrides)
-    cfg = make_config(recipe, molecule=molecule, **base)
-    backbone = cfg.backbone
+        settings.update(backbone=backbone, preset="md17" if scale == "paper" else "demo")
+    if epochs is not None: settings["epochs"] = epochs
+    settings.update(overrides)
     out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{scale}_seed{seed}"
-    if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
-    pre_metrics = None
-    if pretrain_epochs > 0:
-        pre_cfg = make_config("pretrain", backbone=backbone, preset=cfg.preset, generator_preset=cfg.generator_preset,
-                              method=method, epochs=pretrain_epochs, seed=seed, progress=progress, accelerator=device,
-                              sigma_p=cfg.sigma_p, batch_size=cfg.batch_size, lr=cfg.lr, warmup_epochs=0.5,
-                              ema_decay=0.0, force_mode=cfg.force_mode)
-        pre_metrics = fit(sets["train"], sets["val"], pre_cfg, out_dir / "pretrain", extra={"data": sets["info"]})
-        pretrained = str(out_dir / "pretrain" / "model.pt")
-    metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
-                  pretrained=pretrained, energy_unit="kcal/mol", extra={"data": sets["info"]})
+    r = finetune_sets(sets, recipe, method, seed, pretrained, out_dir, pretrain_epochs, molecule, device, progress, **settings)
+    cfg, metrics, pre_metrics = r["config"], r["metrics"], r["pretrain_metrics"]
     return {"name": f"md17_finetune_{molecule}_{method}_{dataset}_{scale}",
-            "molecule": molecule, "method": method, "backbone": backbone, "dataset": dataset, "scale": scale,
-            "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": pretrain_epochs,
-            "pretrained": pretrained, "test": metrics["test"], "val": metrics["val"],
+            "molecule": molecule, "method": method, "backbone": cfg.backbone, "dataset": dataset, "scale": scale,
+            "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": r["pretrain_epochs"],
+            "pretrained": r["pretrained"], "test": metrics["test"], "val": metrics["val"],
             "force_mae_kcal_mol_A": metrics["test"]["force_mae_kcal/mol/A"],
             "n_parameters": metrics["n_parameters"], "run_dir": str(out_dir),
             "timings_s": {"pretrain": pre_metrics["train_time_s"] if pre_metrics else 0.0,
@@ -228,7 +244,7 @@ def generator_statistics(model, structures, batch_size: int = 64) -> dict:
     ratio, a, gamma, z = [], [], [], []
     for b in DataLoader(list(structures), batch_size=batch_size):
         cov = model.covariance(b)
-        ev = torch.linalg.eigvalsh(cov.sigma.double())
+        ev = torch.linalg.eigvalsh(cov.matrix.double())
         ratio.append(ev[:, 2] / ev[:, 0]); a.append(cov.a.double()); gamma.append(cov.gamma_sum.double()); z.append(b.z)
     ratio, a, gamma, z = (torch.cat(x).numpy() for x in (ratio, a, gamma, z))
     q = lambda v: {p: float(np.quantile(v, p / 100)) for p in (5, 25, 50, 75, 95)}
@@ -298,6 +314,22 @@ def _ablation_worker(args):
     torch.set_num_threads(args[1].get("threads", 1))
     return ablation_run(*args[0], **args[1])
 
+def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
+    """`worker(job)` for every job, in this process (`workers` <= 1) or in `workers` spawned processes; each result is
+    handed to `on_result` as it arrives (to write a results file as runs finish). Returns the results in arrival order.
+    `worker` must be a module-level function (the processes import it)."""
+    out = []
+    def _take(r):
+        out.append(r)
+        if on_result is not None: on_result(out)
+    if workers <= 1:
+        for j in jobs: _take(worker(j))
+    else:
+        import multiprocessing as mp
+        with mp.get_context("spawn").Pool(workers) as pool:
+            for r in pool.imap_unordered(worker, jobs): _take(r)
+    return out
+
 def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int = 15, workers: int = 1,
                  results_path=None, **kw) -> list[dict]:
     "Every row x seed of Table 3 (in `workers` processes); results written to `results_path` as they finish."
@@ -305,38 +337,203 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
     unknown = set(rows) - set(ABLATION_ROWS)
     if unknown: raise ValueError(f"unknown rows {sorted(unknown)}; available: {list(ABLATION_ROWS)}")
     jobs = [((row, seed, str(train_file), str(test_file), epochs), kw) for seed in seeds for row in rows]
-    out = []
-    def _save(r):
-        out.append(r)
+    def _save(out):
         if results_path is not None:
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
             Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
-    if workers <= 1:
-        for j in jobs: _save(_ablation_worker(j))
-    else:
-        import multiprocessing as mp
-        with mp.get_context("spawn").Pool(workers) as pool:
-            for r in pool.imap_unordered(_ablation_worker, jobs): _save(r)
-    return out
+    return run_jobs(_ablation_worker, jobs, workers, _save)
 
-def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A") -> list[dict]:
-    "Mean ± std over seeds per row, and paired (same seed) differences to 'none' and to 'dens' (a) / 'dens w/o aux' (b)."
-    by = {}
-    for r in runs: by.setdefault(r["row"], {})[r["seed"]] = r["test"][metric]
+def seed_table(values: dict, refs=("none",)) -> list[dict]:
+    """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.
+
+    `refs`: the reference rows (a tuple, or a function row -> tuple). For each reference present, the per-seed
+    differences d_s = value_s - reference_s over the seeds both have (`diffs`), their mean and std, n, and `relative`
+    = mean(d) / mean(reference over those seeds). A non-finite value (a diverged run) is counted in `n_diverged`, never
+    averaged, and drops out of the pairs."""
     rows = []
-    for row, vals in by.items():
-        allv = np.array(list(vals.values()))
-        v = allv[np.isfinite(allv)]   # a diverged run (non-finite error) is counted, not averaged
-        entry = {"row": row, "table": ABLATION_ROWS.get(row, {}).get("table"), "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
+    for row, vals in values.items():
+        allv = np.array(list(vals.values()), dtype=float)
+        v = allv[np.isfinite(allv)]
+        entry = {"row": row, "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
                  "mean": float(v.mean()) if len(v) else float("nan"), "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
                  "values": vals}
-        for ref in ("none", "dens" if entry["table"] != "b" else "dens w/o aux"):
-            if ref in by and ref != row:
-                common = sorted(set(vals) & set(by[ref]))
-                d = np.array([vals[s] - by[ref][s] for s in common])
-                common = [s for s, x in zip(common, d) if np.isfinite(x)]
-                d = d[np.isfinite(d)]
-                if len(d): entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
-                                               "relative": float(d.mean() / np.mean([by[ref][s] for s in common])), "n": len(d)}
+        for ref in (refs(row) if callable(refs) else refs):
+            if ref not in values or ref == row: continue
+            diffs = {s: vals[s] - values[ref][s] for s in sorted(set(vals) & set(values[ref]))
+                     if np.isfinite(vals[s] - values[ref][s])}
+            if not diffs: continue
+            d = np.array(list(diffs.values()))
+            entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
+                                  "relative": float(d.mean() / np.mean([values[ref][s] for s in diffs])), "n": len(d),
+                                  "diffs": diffs}
         rows.append(entry)
     return rows
+
+def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
+    """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none' and to
+    'dens' (a) / 'dens w/o aux' (b). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
+    by = {}
+    for r in runs:
+        v = r["test"][metric]
+        by.setdefault(r[key], {})[r["seed"]] = float("nan") if v is None else v   # a diverged run is counted, not averaged
+    table = lambda row: ABLATION_ROWS.get(row, {}).get("table")
+    entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux"))
+    return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
+
+# %% ../nbs/09_experiments.ipynb #94f22108
+BENCHMARK_PRESETS = {
+    "rmd17": {"paper": dict(recipe="rmd17-paper", pretrained="pcqm4mv2"),   # App. C rMD17 table; PCQM4Mv2 pre-training
+              "cpu": dict(recipe="rmd17-cpu", pretrained="qm9")},           # PaiNN demo, the shipped QM9 weights
+    # the paper gives no MD22 settings: its Equiformer row with the MD17 recipe (the authors' MD17 backbone)
+    "md22": {"paper": dict(recipe="md17-paper", pretrained="pcqm4mv2"),
+             "cpu": dict(recipe="md17-demo", pretrained="qm9")},
+}
+"Recipe and pre-trained weights of each table's presets (`run_benchmark(kind, preset=...)`)."
+
+def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
+    te = te[:max_test] if max_test is not None else te
+    if max(int(np.max(tr)), int(np.max(va)), int(np.max(te))) >= len(frames):
+        raise ValueError(f"split indices reach frame {max(int(np.max(tr)), int(np.max(va)), int(np.max(te)))} but "
+                         f"{info.get('file', info['dataset'])} has {len(frames)} frames")
+    info = {**info, "n_frames": len(frames), "n_atoms": int(frames[0].z.numel()),
+            "n_train": len(tr), "n_val": len(va), "n_test": len(te)}
+    return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
+
+def rmd17_sets(molecule: str = "aspirin", split: int = 1, n_train: int = 50, n_val: int = 50, seed: int = 0,
+               data_dir=None, download: bool = False, max_test: int|None = None) -> dict:
+    "Train / val / test structures of an rMD17 molecule: the paper's 50-structure protocol on official split `split`."
+    frames = D.load_rmd17(molecule, data_dir=data_dir, download=download)
+    tr, va, te = D.rmd17_split(data_dir, split, n_train, n_val, seed, download)
+    info = {"molecule": molecule, "dataset": "rmd17", "split": split, "data_seed": seed,
+            "file": f"rmd17/npz_data/rmd17_{molecule}.npz, splits/index_{{train,test}}_0{split}.csv",
+            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from index_train_0{split}.csv; "
+                        f"test: index_test_0{split}.csv"}
+    return _sets(frames, tr, va, te, info, max_test)
+
+def xyz_sets(train_file, test_file, n_train: int = 50, n_val: int = 50, seed: int = 0, molecule: str|None = None,
+             max_test: int|None = None, **read_kw) -> dict:
+    """The same protocol on a pair of labelled files (anything `anids.data.read_structures` reads): `n_train` + `n_val`
+    structures drawn with the seed from `train_file` (`draw_subsets`), every structure of `test_file` for testing."""
+    pool, test = D.read_structures(train_file, **read_kw), D.read_structures(test_file, **read_kw)
+    tr, va = D.draw_subsets(len(pool), [n_train, n_val], seed)
+    te = np.arange(len(test))[:max_test] if max_test is not None else np.arange(len(test))
+    info = {"molecule": molecule or Path(train_file).stem, "dataset": "files", "file": f"{train_file} + {test_file}",
+            "data_seed": seed, "n_frames": len(pool) + len(test), "n_atoms": int(pool[0].z.numel()),
+            "n_train": n_train, "n_val": n_val, "n_test": len(te),
+            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from {Path(train_file).name} "
+                        f"({len(pool)} structures); test: {Path(test_file).name}"}
+    return {"train": [pool[i] for i in tr], "val": [pool[i] for i in va], "test": [test[i] for i in te], "info": info}
+
+def md22_sets(name: str = "AT-AT-CG-CG", n_train: int|None = None, n_val: int = 500, seed: int = 0, data_dir=None,
+              download: bool = False, max_test: int|None = None) -> dict:
+    "Train / val / test structures of an MD22 system: the MD22 paper's training size, a validation set, the rest."
+    frames = D.load_md22(name, data_dir=data_dir, download=download)
+    tr, va, te = D.md22_split(len(frames), name, n_train, n_val, seed)
+    info = {"molecule": name, "dataset": "md22", "file": f"md22_{name}.npz", "data_seed": seed,
+            "protocol": f"{len(tr)} train + {len(va)} validation + the other {len(te)} frames for testing (seed {seed})"}
+    return _sets(frames, tr, va, te, info, max_test)
+
+def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0, pretrained: str|None = "qm9",
+                  out_dir: str|Path = "runs/benchmark", **settings) -> dict:
+    """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.report.RUN_SCHEMAS`
+    'rmd17' / 'md22': molecule, method, seed, force_mae_meV_A, energy_mae_meV, n_train) with the rest of the test
+    metrics under "test". A run that diverges is a record with `force_mae_meV_A` None and the error under "diverged"."""
+    info = sets["info"]
+    base = {"molecule": info["molecule"], "method": method, "seed": seed, "recipe": recipe, "data_seed": info.get("data_seed", seed),
+            "n_train": len(sets["train"]), "n_val": len(sets["val"]), "n_test": len(sets["test"])}
+    settings = {"progress": False, **settings}
+    try:
+        r = finetune_sets(sets, recipe, method, seed, pretrained, out_dir, molecule=info["molecule"], **settings)
+    except FloatingPointError as e:
+        return {**base, "force_mae_meV_A": None, "energy_mae_meV": None, "diverged": str(e)}
+    m, t = r["metrics"], r["metrics"]["test"]
+    return {**base, "force_mae_meV_A": t["force_mae_meV_A"], "energy_mae_meV": t["energy_mae_meV"],
+            "force_rmse_meV_A": t["force_rmse_meV_A"], "backbone": r["config"].backbone, "preset": r["config"].preset,
+            "epochs": r["config"].epochs, "pretrained": str(r["pretrained"]) if r["pretrained"] else None,
+            "train_generator": m["config"]["train_generator"], "n_parameters": m["n_parameters"],
+            "train_time_s": m["train_time_s"], "wall_time_s": m["wall_time_s"], "test": t, "run_dir": str(out_dir)}
+
+def write_benchmark(kind: str, runs: list[dict], path, description: str, code_versions: dict|None = None, **context) -> Path:
+    """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,
+    device, threads, settings, ...) and the package versions and git revision (`code_versions`: those the runs started
+    with; default: now); read it back as `anids.report` does, so a file the report cannot read is an error here and now."""
+    from anids.report import read_runs
+    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"description": description, **context, "runs": runs, "versions": code_versions or versions()},
+                               indent=1, default=str))
+    read_runs(path, kind)
+    return path
+
+def _safe(name: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_")
+
+def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds=(0, 1, 2),
+                  preset: str = "cpu",              # the table's preset: paper | cpu (BENCHMARK_PRESETS)
+                  pretrained: str|None = "preset",  # 'preset': the preset's weights; 'qm9', 'pcqm4mv2', a path, or None
+                  backbone_preset: str|None = None, # another preset of the recipe's backbone (e.g. 'tiny' for tests)
+                  out_dir: str|Path = "runs/benchmark", results_path=None, description: str = "", dataset: str = "",
+                  device: str = "cpu", threads: int = 1, **settings) -> list[dict]:
+    """Methods x seeds of table `kind` ('rmd17' or 'md22', `BENCHMARK_PRESETS[kind][preset]`) on `make_sets(seed)`.
+
+    Everything that can fail before training is checked first: the data of the first seed (a missing data set raises
+    with what to download and where to put it) and the pre-trained weights of every method. With `results_path` the
+    results file is rewritten after every run (an interrupted table keeps what it finished). `settings` go to the recipe
+    (e.g. epochs, generator_preset, lr)."""
+    from anids.train import resolve_pretrained
+    if kind not in BENCHMARK_PRESETS: raise ValueError(f"unknown benchmark {kind!r}; known: {sorted(BENCHMARK_PRESETS)}")
+    if preset not in BENCHMARK_PRESETS[kind]: raise ValueError(f"unknown preset {preset!r} for {kind}; use {sorted(BENCHMARK_PRESETS[kind])}")
+    p = BENCHMARK_PRESETS[kind][preset]
+    recipe = p["recipe"]
+    pretrained = p["pretrained"] if pretrained == "preset" else pretrained
+    settings = {"accelerator": device, "threads": threads, **settings}
+    if backbone_preset is not None: settings["preset"] = backbone_preset
+    sets = {seeds[0]: make_sets(seeds[0])}
+    for method in methods:
+        cfg = make_config(recipe, method=method, **settings)
+        if method != "none" and pretrained is not None: resolve_pretrained(pretrained, cfg)
+    cfg = make_config(recipe, **settings)
+    context = dict(backbone=cfg.backbone, preset=cfg.preset, recipe=recipe, dataset=dataset or sets[seeds[0]]["info"]["dataset"],
+                   device=device, threads=threads, pretrained=pretrained, table_preset=preset,
+                   settings={k: v for k, v in settings.items() if k not in ("accelerator", "threads")},
+                   protocol=sets[seeds[0]]["info"].get("protocol"))
+    runs, t0, started = [], time.time(), versions()   # the code that runs: a commit made meanwhile does not change it
+    for seed in seeds:
+        if seed not in sets: sets = {seed: make_sets(seed)}
+        for method in methods:
+            runs.append(benchmark_run(sets[seed], recipe, method, seed, pretrained,
+                                      Path(out_dir) / f"{_safe(sets[seed]['info']['molecule'])}_{method}_seed{seed}", **settings))
+            if results_path is not None:
+                write_benchmark(kind, runs, results_path, description, started, wall_time_s=time.time() - t0, **context)
+    return runs
+
+def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
+    """Ours as text: per method the test force MAE and RMSE, mean ± std over seeds, and the paired (same seed) differences
+    to no pre-training and to DeNS (`ablation_table` keyed by method)."""
+    from anids.report import METHOD_NAMES
+    mae = ablation_table(runs, key="method")
+    rmse = {e["row"]: e for e in ablation_table([r for r in runs if r.get("test")], "force_rmse_meV_A", key="method")}
+    vs = lambda e, ref: f"{e[ref]['mean_diff']:+.2f} ({100 * e[ref]['relative']:+.0f}%)" if ref in e else ""
+    lines = [f"{'method':14s} {'force MAE (' + unit + ')':>18s} {'force RMSE':>16s} {'vs none':>15s} {'vs DeNS':>15s}"]
+    for e in mae:
+        r = rmse.get(e["row"])
+        r = f"{r['mean']:7.2f} ± {r['std']:5.2f}" if r else ""
+        lines.append(f"{METHOD_NAMES.get(e['row'], e['row']):14s} {e['mean']:9.2f} ± {e['std']:6.2f} {r:>16s} {vs(e, 'vs none'):>15s} "
+                     f"{vs(e, 'vs dens'):>15s}" + (f"  ({e['n_diverged']} diverged)" if e["n_diverged"] else ""))
+    return "\n".join(lines)
+
+def plot_method_table(runs: list[dict], reference: dict[str, float]|None = None, ax=None, title: str = ""):
+    "Test force MAE per method: the mean (bar), ± std, one dot per seed; `reference` values (e.g. the paper's) as lines."
+    import matplotlib.pyplot as plt
+    from anids.report import METHOD_NAMES
+    ax = ax or plt.subplots(figsize=(6, 3.4))[1]
+    table = ablation_table(runs, key="method")
+    for k, e in enumerate(table):
+        vals = [v for v in e["values"].values() if math.isfinite(v)]
+        ax.bar(k, e["mean"], color=f"C{k}", alpha=0.45)
+        if len(vals) > 1: ax.errorbar(k, e["mean"], yerr=e["std"], color="k", capsize=4)
+        ax.plot([k] * len(vals), vals, "o", color=f"C{k}", ms=5)
+    for j, (name, v) in enumerate((reference or {}).items()):
+        ax.axhline(v, ls="--", lw=0.9, color=f"C{len(table) + j}", label=name)
+    if reference: ax.legend(fontsize=7)
+    ax.set_xticks(range(len(table)), [METHOD_NAMES.get(e["row"], e["row"]) for e in table])
+    ax.set_ylabel("test force MAE (meV/Å)"); ax.set_title(title, fontsize=9)
+    return ax

@@ -67,10 +67,10 @@ def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise
                batch: torch.Tensor|None = None,    # [N] structure index (Algorithm 2 averaging)
                num_graphs: int|None = None,
                target_scale: float|torch.Tensor = 1.0,  # constant or per-atom [N] factor on the target
-               weight: torch.Tensor|None = None,   # optional per-atom weight (1 in Eq. 7)
+               weight: torch.Tensor|None = None,   # optional per-atom weight (1 in Eq. 9)
                reduction: str = "per_structure_sq",  # 'per_structure_sq' (Algorithm 2) | 'pooled_l2' (authors' code)
               ) -> torch.Tensor:
-    "Eq. 7: the (masked) average of ||pred_i - s_i L_i^{-T} eps_i||^2 (or of its square root, 'pooled_l2')."
+    "Eq. 9: the (masked) average of ||pred_i - s_i L_i^{-T} eps_i||^2 (or of its square root, 'pooled_l2')."
     if pred.shape != eps.shape or L.shape != (eps.shape[0], 3, 3):
         raise ValueError(f"shapes do not match: pred {tuple(pred.shape)}, L {tuple(L.shape)}, eps {tuple(eps.shape)}")
     if reduction not in DENOISE_REDUCTIONS: raise ValueError(f"unknown reduction {reduction!r}; use one of {DENOISE_REDUCTIONS}")
@@ -84,16 +84,16 @@ def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise
     return masked_mean(sq, mask, batch, num_graphs)
 
 # %% ../nbs/05_losses.ipynb #dc0a2086
-def kl_isotropic_prior(sigma: torch.Tensor,      # [N, 3, 3] covariances
+def kl_isotropic_prior(cov_matrix: torch.Tensor,  # [N, 3, 3] covariances
                        sigma_p: float,            # prior std
                        mask: torch.Tensor|None = None, batch: torch.Tensor|None = None,
                        num_graphs: int|None = None, L: torch.Tensor|None = None,  # reuse a Cholesky factor
                       ) -> torch.Tensor:
-    "Eq. 8: mean over (masked) atoms of KL(N(0, Sigma_i) || N(0, sigma_p^2 I)), with the 1/2."
+    "Eq. 10: mean over (masked) atoms of KL(N(0, Sigma_i) || N(0, sigma_p^2 I)), with the 1/2."
     if sigma_p <= 0: raise ValueError("sigma_p must be positive")
-    if L is None: L = torch.linalg.cholesky(sigma)
+    if L is None: L = torch.linalg.cholesky(cov_matrix)
     logdet = 2 * torch.log(torch.diagonal(L, dim1=1, dim2=2)).sum(-1)
-    tr = torch.diagonal(sigma, dim1=1, dim2=2).sum(-1)
+    tr = torch.diagonal(cov_matrix, dim1=1, dim2=2).sum(-1)
     kl = 0.5 * (tr / sigma_p ** 2 - 3 + 3 * math.log(sigma_p ** 2) - logdet)
     return masked_mean(kl, mask, batch, num_graphs)
 
@@ -101,7 +101,7 @@ def gamma_hinge(gamma_sum: torch.Tensor,         # [N] Gamma_i = sum_j gamma_ij
                 kappa: float,                     # target anisotropic mass in (0, 1)
                 mask: torch.Tensor|None = None, batch: torch.Tensor|None = None, num_graphs: int|None = None,
                ) -> torch.Tensor:
-    "Eq. 9: mean over (masked) atoms of max(0, kappa - Gamma_i)^2."
+    "Eq. 11: mean over (masked) atoms of max(0, kappa - Gamma_i)^2."
     if not 0 <= kappa < 1: raise ValueError(f"kappa must lie in [0, 1), got {kappa}")
     return masked_mean(torch.relu(kappa - gamma_sum) ** 2, mask, batch, num_graphs)
 
@@ -140,7 +140,7 @@ def stress_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) ->
 # %% ../nbs/05_losses.ipynb #e1208a37
 @dataclass
 class LossWeights:
-    "The lambdas of App. B.3 / Eq. 10. Defaults: the paper's MD17 fine-tuning (aspirin) and pre-training values."
+    "The lambdas of App. B.3 / Eq. 12. Defaults: the paper's MD17 fine-tuning (aspirin) and pre-training values."
     lambda_energy: float = 1.0     # lambda_E
     lambda_force: float = 80.0     # lambda_F
     lambda_stress: float = 0.0     # lambda_rho

@@ -23,9 +23,9 @@ class DenoisingConfig:
     "How structures are corrupted and which terms are trained (defaults: MD17 fine-tuning, App. C Table)."
     p: float = 0.25                # p_AniDS: probability that a structure is corrupted
     r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is
-    sigma_p: float = 0.05          # prior std of Eq. 8 (0.05 in the authors' MD17 fine-tuning)
-    kappa: float = 0.30            # target anisotropic mass of Eq. 9
-    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 7 as written)
+    sigma_p: float = 0.05          # prior std of Eq. 10 (0.05 in the authors' MD17 fine-tuning)
+    kappa: float = 0.30            # target anisotropic mass of Eq. 11
+    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 9 as written)
     denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
@@ -130,10 +130,10 @@ class AniDSModel(nn.Module):
         n, s2 = pos.shape[0], self.generator.sigma ** 2
         atoms = (torch.nonzero(sel).squeeze(1),)
         eye = torch.eye(3, dtype=pos.dtype, device=pos.device)
-        sigma = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.sigma)
+        cov_matrix = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.matrix)
         gamma = torch.zeros(n, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.gamma_sum)
         a = torch.full((n,), s2, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.a)
-        return Covariance(sigma, gamma, a)
+        return Covariance(cov_matrix, gamma, a)
 
     def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
                stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
@@ -160,7 +160,7 @@ class AniDSModel(nn.Module):
                 with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
                     cov = self.covariance_of_structures(data, corrupted_structures)
                 L = None
-            noise, L, eps = sample_anisotropic(cov.sigma, generator=rng, L=L)
+            noise, L, eps = sample_anisotropic(cov.matrix, generator=rng, L=L)
             m = atom_mask[:, None].to(pos.dtype)
             noisy = pos + noise * m
             if cfg.force_encoding and has_forces:
@@ -185,7 +185,7 @@ class AniDSModel(nn.Module):
             # the regularisers average like the denoising term: pooled over the batch's corrupted atoms or per structure
             rb = None if cfg.denoise_reduction == "pooled_l2" else batch
             if cfg.train_generator and self.generator.learned:
-                terms["kl"] = kl_isotropic_prior(cov.sigma, cfg.sigma_p, atom_mask, rb, B, L=L)
+                terms["kl"] = kl_isotropic_prior(cov.matrix, cfg.sigma_p, atom_mask, rb, B, L=L)
                 if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
                     terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, rb, B)
             if stats is not None and self.generator.learned:
@@ -197,13 +197,13 @@ class AniDSModel(nn.Module):
     def kl_warmup_loss(self, data, cfg: DenoisingConfig) -> torch.Tensor:
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
-        return kl_isotropic_prior(cov.sigma, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+        return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
 
 @torch.no_grad()
 def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:
     "What the generator does on the masked atoms: KL to the prior, mean Gamma_i, mean and spread of a_i, anisotropy."
     if not bool(mask.any()): return {}
-    sig = cov.sigma[mask].detach()
+    sig = cov.matrix[mask].detach()
     ev = torch.linalg.eigvalsh(sig)
     a = cov.a[mask].detach()
     return {"kl": float(kl_isotropic_prior(sig, sigma_p, L=None if L is None else L[mask].detach())),
@@ -230,7 +230,7 @@ def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progr
         for b in loader:
             b.pos = b.pos.to(dtype)
             cov = model.covariance(b)
-            L, info = torch.linalg.cholesky_ex(cov.sigma)
+            L, info = torch.linalg.cholesky_ex(cov.matrix)
             if bool((info > 0).any()):
                 raise ValueError(f"Sigma of atom {int(torch.nonzero(info > 0)[0, 0])} of a batch is not positive definite")
             for k in range(int(b.num_graphs)):

@@ -27,7 +27,7 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
                            min_distance: float = 1e-4,  # edges shorter than this (A) are coincident atoms
                            batch: torch.Tensor|None = None,  # [N] structure of each atom: errors name atoms within it
                           ) -> tuple[torch.Tensor, torch.Tensor]:
-    "Per-atom covariance Sigma_i of Eq. 11 with gamma_ij of Eq. 12; returns (Sigma [N,3,3], Gamma_i [N])."
+    "Per-atom covariance Sigma_i of Eq. 14 with gamma_ij of Eq. 15; returns (Sigma [N,3,3], Gamma_i [N])."
     n = a.shape[0]
     if c.shape != (n,): raise ValueError(f"a and c must both have shape [N], got {tuple(a.shape)} and {tuple(c.shape)}")
     if b.ndim != 1 or edge_index.shape != (2, b.shape[0]) or edge_vec.shape != (b.shape[0], 3):
@@ -53,37 +53,41 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     unit = edge_vec / dist[:, None]
     outer = unit[:, :, None] * unit[:, None, :]                       # [E, 3, 3]
     eye = torch.eye(3, dtype=a.dtype, device=a.device)
+    # cov_unit = Sigma_i / a_i
     if additive:
-        sigma = eye + scatter(gamma[:, None, None] * outer, i, 0, dim_size=n)
+        cov_unit = eye + scatter(gamma[:, None, None] * outer, i, 0, dim_size=n)
     else:
         residual = torch.clamp(rho, min=min_residual)                  # rho_i = 1 - Gamma_i, floored
-        sigma = residual[:, None, None] * eye + scatter(gamma[:, None, None] * (eye - outer), i, 0, dim_size=n)
-    return a[:, None, None] * sigma, gamma_sum
+        cov_unit = residual[:, None, None] * eye + scatter(gamma[:, None, None] * (eye - outer), i, 0, dim_size=n)
+    return a[:, None, None] * cov_unit, gamma_sum
 
 # %% ../nbs/04_noise.ipynb #70c2ec30
-def sample_anisotropic(sigma: torch.Tensor,             # [N, 3, 3] covariances
+def sample_anisotropic(cov_matrix: torch.Tensor,        # [N, 3, 3] covariances
                        generator: torch.Generator|None = None,  # torch RNG for reproducible draws
                        L: torch.Tensor|None = None,     # its Cholesky factors, if already known (cached)
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Draw noise_i = L_i eps_i with L_i = Cholesky(Sigma_i), eps_i ~ N(0, I); returns (noise, L, eps)."
-    if sigma.ndim != 3 or sigma.shape[1:] != (3, 3): raise ValueError(f"sigma must be [N, 3, 3], got {tuple(sigma.shape)}")
+    if cov_matrix.ndim != 3 or cov_matrix.shape[1:] != (3, 3):
+        raise ValueError(f"cov_matrix must be [N, 3, 3], got {tuple(cov_matrix.shape)}")
     if L is not None:
-        if L.shape != sigma.shape: raise ValueError(f"L must have the shape of sigma {tuple(sigma.shape)}, got {tuple(L.shape)}")
-        info = torch.zeros(sigma.shape[0], dtype=torch.int32)
+        if L.shape != cov_matrix.shape:
+            raise ValueError(f"L must have the shape of cov_matrix {tuple(cov_matrix.shape)}, got {tuple(L.shape)}")
+        info = torch.zeros(cov_matrix.shape[0], dtype=torch.int32)
     else:
-        L, info = torch.linalg.cholesky_ex(sigma)
+        L, info = torch.linalg.cholesky_ex(cov_matrix)
     if bool((info > 0).any()):
         k = int(torch.nonzero(info > 0)[0, 0])
-        raise ValueError(f"Sigma of atom {k} is not positive definite: {sigma[k].detach().tolist()}")
-    eps = torch.randn(sigma.shape[0], 3, dtype=sigma.dtype, device=sigma.device, generator=generator)
+        raise ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
+    eps = torch.randn(cov_matrix.shape[0], 3, dtype=cov_matrix.dtype, device=cov_matrix.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)
     return noise, L, eps
 
 # %% ../nbs/04_noise.ipynb #bc557d3a
 @dataclass
 class Covariance:
-    "Output of the noise generator for a batch."
-    sigma: torch.Tensor      # [N, 3, 3]
+    """Output of the noise generator for a batch. `matrix` [N, 3, 3] holds the covariance Sigma_i of every atom
+    (Eq. 14, A^2): the noise is drawn from N(0, Sigma_i) (Eq. 5-7), the targets of Eq. 9 and the KL of Eq. 10 use it."""
+    matrix: torch.Tensor     # [N, 3, 3] Sigma_i
     gamma_sum: torch.Tensor  # [N] Gamma_i = sum_j gamma_ij (zeros for isotropic methods)
     a: torch.Tensor          # [N] isotropic base (sigma_i^2 for DenoiseVAE, sigma^2 for DeNS)
 
@@ -136,9 +140,9 @@ class NoiseGenerator(nn.Module):
         b = self.w1(torch.cat([h[i], h[j], self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
         b = b + torch.log(cosine_cutoff(r, self.encoder.cutoff).clamp_min(1e-30))  # gamma_ij -> 0 at the cutoff
         c = torch.exp(self.w2(h).squeeze(-1))
-        sigma, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
-                                                  additive=self.method == "anids-add", min_residual=self.min_residual)
-        return Covariance(sigma, gamma_sum, a)
+        cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
+                                                       additive=self.method == "anids-add", min_residual=self.min_residual)
+        return Covariance(cov_matrix, gamma_sum, a)
 
     def forward(self, z, pos, batch=None, cell=None, pbc=None, graph=None) -> Covariance|None:
         return self.covariance(z, pos, batch, cell, pbc, graph)

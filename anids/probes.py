@@ -20,10 +20,10 @@ def smape(values, reference) -> float:
     if np.any(den == 0): raise ValueError("sMAPE is undefined when a value and its reference are both zero")
     return float(100.0 * np.mean(np.abs(v - r) / den))
 
-def energy_probe(atoms: Atoms, sigma, calc="gfn2", selection=None, amplitude: float = 0.03, n_samples: int = 4,
+def energy_probe(atoms: Atoms, cov_matrix, calc="gfn2", selection=None, amplitude: float = 0.03, n_samples: int = 4,
                  seed: int = 0) -> dict:
     "Energy changes along the eigenvectors of each selected Sigma_i; sMAPE and 1/sMAPE per atom and direction."
-    s = check_covariances(sigma, len(atoms))
+    s = check_covariances(cov_matrix, len(atoms))
     idx = select_atoms(atoms, selection)
     if amplitude <= 0 or n_samples < 1: raise ValueError("need amplitude > 0 and n_samples >= 1")
     rng = np.random.default_rng(seed)
@@ -78,10 +78,10 @@ def close_pairs(atoms: Atoms, a: str = "O", b: str = "O", cutoff: float|None = N
             seen.add((ii, jj)); out.append((int(ii), int(jj), float(dd)))
     return out
 
-def pair_alignment(atoms: Atoms, sigma, pairs, bridge_cutoff: float = 2.0) -> list[dict]:
+def pair_alignment(atoms: Atoms, cov_matrix, pairs, bridge_cutoff: float = 2.0) -> list[dict]:
     "|cos| between each pair's direction and the smallest / largest eigenvector of Sigma at both atoms."
     from ase.geometry import find_mic
-    s = check_covariances(sigma, len(atoms))
+    s = check_covariances(cov_matrix, len(atoms))
     w, axes = principal_axes(s)
     hyd = [k for k, e in enumerate(atoms.get_chemical_symbols()) if e == "H"]
     D = atoms.get_all_distances(mic=bool(np.any(atoms.pbc))) if hyd else None

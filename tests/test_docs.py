@@ -47,7 +47,7 @@ def test_directives_and_hidden_cells():
 def test_experiment_notebooks_are_not_executed_by_nbdev():
     from fastcore.nbio import nb_frontmatter, read_nb
     from nbdev.test import nb_test_cells
-    for name in ("md17_finetune", "computational_cost", "md_stability"):
+    for name in ("md17_finetune", "computational_cost", "rmd17", "md22", "geometry_optimisation", "md_stability"):
         path = ROOT / "nbs" / f"{name}.ipynb"
         nb = read_nb(path)
         assert nb.cells[0].cell_type == "raw" and nb_frontmatter(nb).get("skip_exec") is True

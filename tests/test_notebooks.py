@@ -76,3 +76,214 @@ def test_computational_cost_notebook_runs(tmp_path):
     rows = json.loads(res.read_text())["rows"]
     assert [r["method"] for r in rows] == ["none", "dens", "denoisevae", "anids"]
     assert rows[-1]["n_parameters"] > rows[0]["n_parameters"]
+
+
+def test_report_notebook_runs(tmp_path):
+    """nbs/report.ipynb on the repository's results/: every paper table in report.md and report.tex, ours beside the
+    paper's where a results file exists, 'not run yet' where none does, and every results file accounted for."""
+    import re
+    import statistics
+    from anids.report import PAPER_TABLES, RUN_SCHEMAS
+    from anids.units import force_factor
+    out = tmp_path / "rep" / "report.md"
+    _papermill(NBS / "report.ipynb", tmp_path / "out.ipynb",
+               dict(results_dir=str(ROOT / "results"), figures_dir=str(tmp_path / "fig"), out=str(out)))
+    text, latex = out.read_text(), out.with_suffix(".tex").read_text()
+    flat = re.sub(" +", " ", text)   # tabulate pads the cells
+    for t in PAPER_TABLES.values():
+        assert f"## {t.title}\n" in text, t.title
+    assert "| AniDS (Lmax=2) | 0.102 (+15.0%) | 0.139 (+1.4%) |" in flat and "| ICTP | 40.19 | 2.45 | 11.24 | 25.97 |" in flat
+    sections = re.split(r"\n## ", text)
+    for kind, schema in RUN_SCHEMAS.items():
+        if schema["table"] and not list((ROOT / "results").glob(f"{kind}_*.json")):
+            (sec,) = [s for s in sections if s.startswith(PAPER_TABLES[schema["table"]].title.split(": ", 1)[0] + ":")]
+            assert "**Our side: not run yet.**" in sec and "| not run yet |" in flat, kind
+    for f in (ROOT / "results").glob("*.json"):
+        assert f"| {f.name} |" in flat and "not read by any table" not in flat.rsplit(f"| {f.name} |", 1)[1].split("\n")[0], f.name
+    abl = ROOT / "results" / "ablation_ethanol_cpu.json"
+    if abl.is_file():   # ours beside the paper's, converted to kcal/mol/A, mean ± std over seeds
+        runs = [r["test"]["force_mae_meV_A"] * 1e-3 / force_factor("kcal/mol/A") for r in json.loads(abl.read_text())["runs"]
+                if r["row"] == "anids"]
+        cell = f"{statistics.mean(runs):.4f} ± {statistics.stdev(runs):.4f} (n={len(runs)})"
+        assert f"| EqV2-AniDS | 0.1118 | -42.0 % | {cell} |" in flat, cell
+    assert latex.startswith(r"\documentclass") and latex.rstrip().endswith(r"\end{document}")
+    assert latex.count(r"\begin{tabular}") == latex.count(r"\end{tabular}") >= len(PAPER_TABLES)
+    assert (tmp_path / "fig" / "report_md17.png").stat().st_size > 10_000
+    assert "![md17](../fig/report_md17.png)" in text
+
+
+def _copper_mlearn_files(d: Path) -> dict:
+    """Small mlearn-format files of copper cells with ASE's EMT labels: a training file with a strained series (so
+    the stress order can be checked) and rattled cells, a test file and a larger, more disordered 'ood' file."""
+    import numpy as np
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    from anids.crystals import write_mlearn
+
+    def cells(n_rattled, seed, strained=True, size=(1, 1, 1), rattle=0.05):
+        base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
+        out = []
+        if strained:
+            b = base.copy(); b.rattle(0.02, seed=seed)
+            for mode in (np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
+                         np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]])):
+                for s in (-0.02, -0.01, 0.01, 0.02):
+                    a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True); out.append(a)
+        for k in range(n_rattled):
+            a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); out.append(a)
+        for a in out: a.calc = EMT()
+        return out
+    return {"train": write_mlearn(cells(6, 0), d / "Cu" / "training.json"),
+            "test": write_mlearn(cells(5, 100, strained=False), d / "Cu" / "test.json"),
+            "ood": write_mlearn(cells(3, 200, strained=False, size=(2, 1, 1), rattle=0.12), d / "Cu" / "ood.json")}
+
+
+def _crystal_params(tmp_path, files, **kw):
+    return dict(preset="tiny", element="Cu", train_file=str(files["train"]), epochs=1, seeds=[0],
+                out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"), **kw)
+
+
+def test_oc22_notebook_runs(tmp_path):
+    """nbs/oc22.ipynb at a tiny size: none / DeNS / AniDS, one seed, one epoch, on copper cells with EMT labels and an
+    OOD test set; the results file is in the report's mlearn schema (a CPU preset never writes Table 2's file)."""
+    from anids.report import read_runs
+    files = _copper_mlearn_files(tmp_path)
+    _papermill(NBS / "oc22.ipynb", tmp_path / "out.ipynb",
+               _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}))
+    (res,) = list((tmp_path / "results").glob("*.json"))
+    assert res.name == "mlearn_Cu_painn_tiny_1ep.json" and not list((tmp_path / "results").glob("oc22_*"))
+    top, runs = read_runs(res, "mlearn")
+    assert [(r["method"], r["seed"], r["system"]) for r in runs] == [("none", 0, "Cu"), ("dens", 0, "Cu"), ("anids", 0, "Cu")]
+    for r in runs:   # the JSON holds what each run's metrics.json says
+        m = json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["test"]
+        assert r["force_mae_meV_A"] == m["force_mae_meV_A"] and r["stress_mae_GPa"] == m["stress_mae_GPa"] > 0
+        assert (tmp_path / "runs" / f"Cu_{r['method']}_s0" / "test_ood.json").is_file()
+    s = top["summary"]["force_mae_meV_A"]
+    assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
+    assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
+    assert (tmp_path / "fig" / "oc22_tiny_Cu.png").stat().st_size > 10_000
+
+
+def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
+    """nbs/mptrj_alexandria.ipynb at a tiny size: trains none and AniDS (one seed, one epoch), then, read-only, shows the
+    table of the finished runs and lists the run that is missing (DeNS) without training it."""
+    from anids.report import read_runs
+    files = _copper_mlearn_files(tmp_path)
+    params = _crystal_params(tmp_path, files, test_files=str(files["test"]))
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
+    res = tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep.json"
+    _, first = read_runs(res, "mlearn")
+    res.unlink()
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})
+    top, runs = read_runs(res, "mlearn")
+    assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
+    assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
+    assert top["settings"]["statuses"] == {"none s0": "read", "dens s0": "missing", "anids s0": "read"}
+    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu.png").is_file()
+    import nbformat
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
+                     for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"
+                     for o in c.get("outputs", []))
+    assert "dens     seed 0: missing (no run folder)" in text and "EquiformerV2 + AniDS (ours)" in text
+
+
+def _ethanol_emt_frames(n, seed=0):
+    "Ethanol rattled around one geometry, labelled by EMT (a toy potential that runs anywhere)."
+    from ase.build import molecule
+    from ase.calculators.emt import EMT
+    out = []
+    for k in range(n):
+        a = molecule("CH3CH2OH"); a.rattle(0.05, seed=1000 * seed + k); a.calc = EMT(); a.get_potential_energy(); out.append(a)
+    return out
+
+
+def _outputs(path):
+    import nbformat
+    return "\n".join(o.get("text", "") if o.get("output_type") == "stream" else str(o.get("data", {}).get("text/plain", ""))
+                     for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" for o in c.get("outputs", []))
+
+
+TINY = dict(epochs=1, backbone_preset="tiny", generator_preset="tiny", pretrained=None, seeds=[0, 1], threads=1)
+
+
+def test_rmd17_notebook_cpu_preset(tmp_path):
+    """nbs/rmd17.ipynb, cpu preset, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
+    training file, the whole test file for testing, a results file the report reads into Table 6's section."""
+    from ase.io import write
+    from anids.report import read_runs, rmd17_section
+    frames = _ethanol_emt_frames(36)
+    write(tmp_path / "train.xyz", frames[:24]); write(tmp_path / "test.xyz", frames[24:])
+    params = dict(TINY, preset="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
+                  n_val=4, methods=["none", "anids"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"),
+                  figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
+    top, recs = read_runs(tmp_path / "results" / "rmd17_ethanol_cpu.json", "rmd17")
+    assert [(r["method"], r["seed"]) for r in recs] == [("none", 0), ("anids", 0), ("none", 1), ("anids", 1)]
+    assert all(r["n_train"] == 8 and r["n_val"] == 4 and r["n_test"] == 12 and r["force_mae_meV_A"] > 0 for r in recs)
+    assert top["recipe"] == "rmd17-cpu" and top["preset"] == "tiny" and top["threads"] == 1 and "train.xyz" in top["dataset"]
+    assert (tmp_path / "fig" / "rmd17_ethanol_cpu.png").stat().st_size > 5000
+    text = _outputs(tmp_path / "out.ipynb")
+    assert "has no ethanol column" in text and "EquiformerV2 + AniDS (Ours)" in text and "no denoising" in text
+    section = rmd17_section(tmp_path / "results")    # ethanol is not a column of Table 6: its own table in the section
+    assert section.status == "measured" and any("ethanol" in t.columns for t in section.extra.values())
+
+
+def test_rmd17_notebook_paper_preset(tmp_path):
+    """nbs/rmd17.ipynb, paper preset, on a hand-extracted rMD17 folder written here (EquiformerV2 at its tiny preset):
+    the test set is the official test file; without the archive the notebook stops with what to download."""
+    import numpy as np
+    import papermill as pm
+    import pytest
+    from ase import units
+    from anids.report import read_runs
+    frames = _ethanol_emt_frames(40)
+    kcal = units.kcal / units.mol
+    root = tmp_path / "cache" / "rmd17" / "rmd17"
+    (root / "npz_data").mkdir(parents=True); (root / "splits").mkdir()
+    np.savez(root / "npz_data" / "rmd17_ethanol.npz", nuclear_charges=frames[0].numbers, coords=np.array([a.positions for a in frames]),
+             energies=np.array([a.get_potential_energy() / kcal for a in frames]), forces=np.array([a.get_forces() / kcal for a in frames]))
+    np.savetxt(root / "splits" / "index_train_01.csv", np.arange(0, 30), fmt="%d")
+    np.savetxt(root / "splits" / "index_test_01.csv", np.arange(30, 40), fmt="%d")
+    params = dict(TINY, preset="paper", molecule="ethanol", data_dir=str(tmp_path / "cache"), n_train=6, n_val=3, seeds=[0],
+                  methods=["none"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
+    top, (rec,) = read_runs(tmp_path / "results" / "rmd17_ethanol_paper.json", "rmd17")
+    assert top["recipe"] == "rmd17-paper" and top["backbone"] == "equiformer_v2" and rec["n_test"] == 10 and rec["n_train"] == 6
+    assert "index_test_01.csv" in top["protocol"]
+    with pytest.raises(pm.PapermillExecutionError, match="figshare.com/ndownloader/files/23950376"):
+        _papermill(NBS / "rmd17.ipynb", tmp_path / "out2.ipynb", dict(params, molecule="aspirin", data_dir=str(tmp_path / "empty")))
+
+
+def test_md22_notebook_cpu_preset(tmp_path):
+    """nbs/md22.ipynb, cpu preset, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
+    the report (its own row of Table 7's section)."""
+    from anids.report import read_runs, md22_section
+    dirs = dict(out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="cpu", n_train=8, n_val=4, max_test=10, **dirs))
+    top, recs = read_runs(tmp_path / "results" / "md22_aspirin-bundled_cpu.json", "md22")
+    assert {r["method"] for r in recs} == {"none", "anids"} and all(r["n_test"] == 10 and r["n_train"] == 8 for r in recs)
+    assert "not MD22" in recs[0]["molecule"] and "not MD22" in top["description"] and top["recipe"] == "md17-demo"
+    assert "not comparable" in _outputs(tmp_path / "out.ipynb") and (tmp_path / "fig" / "md22_aspirin-bundled_cpu.png").is_file()
+    section = md22_section(tmp_path / "results")
+    assert section.status == "measured" and recs[0]["molecule"] in section.table.index and "AT--AT--CG--CG" in section.table.index
+
+
+def test_md22_notebook_paper_preset(tmp_path):
+    """nbs/md22.ipynb, paper preset, on an MD22-format file written here (Equiformer at its tiny preset): MD22's split
+    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
+    import numpy as np
+    from ase import units
+    from anids.report import read_runs, md22_section
+    frames = _ethanol_emt_frames(30)
+    kcal = units.kcal / units.mol
+    (tmp_path / "cache" / "md22").mkdir(parents=True)
+    np.savez(tmp_path / "cache" / "md22" / "md22_AT-AT-CG-CG.npz", z=frames[0].numbers, R=np.array([a.positions for a in frames]),
+             E=np.array([a.get_potential_energy() / kcal for a in frames]), F=np.array([a.get_forces() / kcal for a in frames]))
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="paper", data_dir=str(tmp_path / "cache"), n_train=8,
+                                                                n_val=4, seeds=[0], methods=["none"], out_dir=str(tmp_path / "runs"),
+                                                                results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig")))
+    top, (rec,) = read_runs(tmp_path / "results" / "md22_AT-AT-CG-CG_paper.json", "md22")
+    assert top["recipe"] == "md17-paper" and top["backbone"] == "equiformer" and rec["n_test"] == 18
+    section = md22_section(tmp_path / "results")
+    assert section.status == "measured" and list(section.table.index) == ["AT--AT--CG--CG"]
+    assert section.table.shape[1] == 8 + 1 and section.table.iloc[0, -1].endswith("(n=1)")   # the paper's columns, then ours

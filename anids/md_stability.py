@@ -375,7 +375,8 @@ def stability_study(calc,                               # ASE calculator of the 
 def summarise_study(study: dict, reference: dict | None = None) -> list[dict]:
     """One row per temperature: runs survived / total, mean time to failure of the failed runs (None if none failed),
     mean simulated time, mean temperature, the NVE drift, and with `reference` (bond type -> lengths, e.g. from
-    `bond_length_samples` of DFT frames) the Wasserstein-1 distance per bond type and its mean over types."""
+    `bond_length_samples` of DFT frames) the Wasserstein-1 distance per bond type, its mean over types, and the
+    shift of the mean length per bond type (sampled - reference, A)."""
     if not study.get("runs"): raise ValueError("the study has no runs")
     rows = []
     nve = study.get("nve") or {}
@@ -399,7 +400,8 @@ def summarise_study(study: dict, reference: dict | None = None) -> list[dict]:
                 row.update(w1_A=None, w1_mean_mA=None)   # every run failed before the first sample
             else:
                 w1 = bond_length_distances(pooled, reference)
-                row.update(w1_A=w1, w1_mean_mA=1000 * float(np.mean(list(w1.values()))))
+                row.update(w1_A=w1, w1_mean_mA=1000 * float(np.mean(list(w1.values()))),
+                           mean_shift_A={t: float(np.mean(pooled[t]) - np.mean(reference[t])) for t in sorted(reference)})
         rows.append(row)
     return rows
 

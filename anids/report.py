@@ -326,9 +326,9 @@ RUN_SCHEMAS = {
                                         "reference before minus after optimising with the model (A)"},
         optional={"structure_indices": "list of ints (default 1, 2, ...)", "molecule": "default aspirin",
                   "reference": "the DFT level of the reference geometries"}),
-    "md_stability": dict(table=None, group=("molecule", "method"),
-        required={"method": "noise method", "seed": "int"},
-        optional={"molecule": "system simulated", "<metric>": "any further number is a column, e.g. stable_time_ps, "
+    "md_stability": dict(table=None, group=("molecule", "temperature_K", "method"),
+        required={"method": "noise method or model label", "seed": "int"},
+        optional={"molecule": "system simulated", "temperature_K": "thermostat temperature (K)", "<metric>": "any further number is a column, e.g. stable_time_ps, "
                   "max_time_ps, rdf_mae; `units` maps metric -> unit"}),
     "rmd17": dict(table="rmd17", group=("method",),
         required={"molecule": "aspirin | benzene | toluene | uracil (others are listed too)", "method": "noise method",

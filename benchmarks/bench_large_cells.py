@@ -200,6 +200,10 @@ def main(argv=None):
     report = dict(
         benchmark="PaiNN demo (AniDS generator) on rattled Si supercells: Sigma_i, and energy + forces + stress, "
                   "chunked (default) and unchunked, one fresh process per run, 1 thread, float32",
+        # the headline: Sigma_i + energy, forces and stress of one cell per size and path (the report's summary)
+        rows={f"{r['atoms']} atoms {r['path']}": dict(peak_rss_MB=r["peak_MB"], seconds=r["covariance_s"] + r["predict_s"],
+                                                     cpu_seconds=r["covariance_cpu_s"] + r["predict_cpu_s"])
+              for r in runs if r["task"] == "both" and "predict_s" in r},
         runs=runs, fits=fits, chunked_vs_unchunked=comparisons, skipped=skipped,
         config=dict(structures="ase.build.bulk('Si', cubic=True).repeat(r), rattled 0.05 A (seed 0)",
                     repeats={str(8 * r[0] * r[1] * r[2]): r for r in SIZES.values()},

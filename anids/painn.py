@@ -85,8 +85,8 @@ class PaiNN(Backbone):
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(F, F // 2, F // 2),
                                           GatedEquivariantBlock(F // 2, 1, F // 2, scalar_act=False)])
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding)
+    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+        self.check_inputs(z, pos, force_encoding, vector_atoms)
         j, i = graph.edge_index
         vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
         r = safe_norm(vec, eps=1e-12)
@@ -102,6 +102,9 @@ class PaiNN(Backbone):
             s, v = msg(s, v, j, i, rbf, fcut, unit)
             s, v = upd(s, v)
         e = self.energy_head(s).squeeze(-1)
-        hs, hv = s, v
-        for block in self.vector_head: hs, hv = block(hs, hv)
-        return BackboneOutput(scalars=s, atomic_energy=e, vector=hv.squeeze(-1))
+        # the vector head is per atom: run it on the atoms whose vector is asked for
+        hs, hv = (s, v) if vector_atoms is None else (s[vector_atoms], v[vector_atoms])
+        if hs.shape[0]:
+            for block in self.vector_head: hs, hv = block(hs, hv)
+        vector = self.full_vector(hv[..., 0] if hs.shape[0] else hv.new_zeros(0, 3), vector_atoms, s.shape[0])
+        return BackboneOutput(scalars=s, atomic_energy=e, vector=vector)

@@ -23,24 +23,39 @@ class BackboneOutput:
 
 class Backbone(nn.Module):
     """Interface of all backbones. Subclasses set `cutoff` (A), `num_scalar_features` and `max_z` and implement
-    `forward(z, pos, graph, batch, force_encoding=None) -> BackboneOutput`, where `graph` holds the edges
-    (`anids.graphs.Graph`), `batch` [N] the structure index of each atom, and `force_encoding` [N, 3] the
-    normalised forces of corrupted atoms (zeros on the others) or None."""
+    `forward(z, pos, graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput`, where `graph` holds
+    the edges (`anids.graphs.Graph`), `batch` [N] the structure index of each atom, `force_encoding` [N, 3] the
+    normalised forces of corrupted atoms (zeros on the others) or None, and `vector_atoms` the indices of the atoms
+    whose vector output is needed (None: all). With conservative forces only the corrupted atoms' vectors enter the
+    loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero."""
     cutoff: float
     num_scalar_features: int
     max_z: int
     max_neighbors: int|None = None
 
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
-                force_encoding: torch.Tensor|None = None) -> BackboneOutput:
+                force_encoding: torch.Tensor|None = None, vector_atoms: torch.Tensor|None = None) -> BackboneOutput:
         raise NotImplementedError
 
-    def check_inputs(self, z: torch.Tensor, pos: torch.Tensor, force_encoding: torch.Tensor|None = None) -> None:
-        "ValueError for atomic numbers outside 1..max_z or a force encoding not shaped like the positions."
+    def check_inputs(self, z: torch.Tensor, pos: torch.Tensor, force_encoding: torch.Tensor|None = None,
+                     vector_atoms: torch.Tensor|None = None) -> None:
+        "ValueError for atomic numbers outside 1..max_z, a force encoding not shaped like the positions, bad `vector_atoms`."
         if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
             raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
         if force_encoding is not None and force_encoding.shape != pos.shape:
             raise ValueError(f"force_encoding must have shape {tuple(pos.shape)}, got {tuple(force_encoding.shape)}")
+        if vector_atoms is not None:
+            if vector_atoms.dim() != 1 or vector_atoms.dtype != torch.long:
+                raise ValueError(f"vector_atoms must be a 1-D tensor of atom indices (torch.long), got "
+                                 f"{vector_atoms.dtype} of shape {tuple(vector_atoms.shape)}")
+            if vector_atoms.numel() and (int(vector_atoms.min()) < 0 or int(vector_atoms.max()) >= z.shape[0]):
+                raise ValueError(f"vector_atoms must lie in 0..{z.shape[0] - 1}")
+
+    @staticmethod
+    def full_vector(vector: torch.Tensor, vector_atoms: torch.Tensor|None, n: int) -> torch.Tensor:
+        "The [n, 3] vector output from the rows computed for `vector_atoms` (zeros elsewhere); `vector` itself if None."
+        if vector_atoms is None: return vector
+        return vector.new_zeros(n, 3).index_put((vector_atoms,), vector)
 
 # %% ../nbs/02_backbones.ipynb #c43d4276
 MD17_AVG_NUM_NODES = 18.03065905448718

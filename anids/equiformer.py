@@ -470,8 +470,8 @@ class Equiformer(Backbone):
         Y = Y * (n / math.sqrt(3.0))
         return [Y[:, l * l:(l + 1) ** 2, None] for l in range(self.lmax + 1)]
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding)
+    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+        self.check_inputs(z, pos, force_encoding, vector_atoms)
         N = z.shape[0]
         src, dst = graph.edge_index
         vec = -edge_vectors(pos, graph)              # x_j - x_i: the authors' edge vector (source minus target)
@@ -487,5 +487,13 @@ class Equiformer(Backbone):
         x = self.norm(x)
         h = x[0][:, 0, :]
         e = self.energy_head[1]([F.silu(self.energy_head[0](x)[0]) * _SILU])[0][:, 0, 0] / math.sqrt(self.avg_num_nodes)
-        v = self.denoising_pos_head(x, src, dst, basis, rbf)[1][:, :, 0]
+        if vector_atoms is None:
+            v = self.denoising_pos_head(x, src, dst, basis, rbf)[1][:, :, 0]
+        elif vector_atoms.numel() == 0:
+            v = pos.new_zeros(N, 3)
+        else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
+            keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[dst]
+            sub = EdgeBasis(basis.sh[keep], basis.lmax_sh, basis.lmax_out)
+            v = self.denoising_pos_head(x, src[keep], dst[keep], sub, rbf[keep])[1][vector_atoms, :, 0]
+            v = self.full_vector(v, vector_atoms, N)
         return BackboneOutput(scalars=h, atomic_energy=e, vector=v)

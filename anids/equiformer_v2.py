@@ -286,6 +286,11 @@ class _Edges:
         self.rbf, self.z_src, self.z_dst = rbf, z_src, z_dst
         self.D_to, self.D_back, self.batch = D_to, D_back, batch
 
+    def select(self, keep: torch.Tensor) -> "_Edges":
+        "The edges where `keep` [E] is True (node count and batch unchanged)."
+        return _Edges(self.src[keep], self.dst[keep], self.num_nodes, self.rbf[keep], self.z_src[keep], self.z_dst[keep],
+                      self.D_to[keep], self.D_back[keep], self.batch)
+
 class SO2EquivariantGraphAttention(nn.Module):
     """Equivariant graph attention: messages from [x_j; x_i] rotated to the edge frame, SO(2) convolution with radial
     weights, separable S^2 activation, second SO(2) convolution; attention weights from the invariant m = 0 outputs
@@ -455,8 +460,8 @@ class EquiformerV2(Backbone):
         return _Edges(j, i, z.shape[0], self.distance_expansion(d), z.index_select(0, j), z.index_select(0, i),
                       D_to, D_back, batch)
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding)
+    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+        self.check_inputs(z, pos, force_encoding, vector_atoms)
         N, K = z.shape[0], self.layout.num_coefficients
         e = self._edges(z, pos, graph, batch)
         g = lambda n: self.grids.get(n, pos.dtype, pos.device)
@@ -476,7 +481,13 @@ class EquiformerV2(Backbone):
             x = block(x, e, edge_grids, node_grids)
         x = self.norm(x)
         energy = self.energy_block(x, node_grids)[:, 0, 0] / self.avg_num_nodes
-        vector = self.force_block(x, e, edge_grids)[:, 1:4, 0]
+        if vector_atoms is None:
+            vector = self.force_block(x, e, edge_grids)[:, 1:4, 0]
+        elif vector_atoms.numel() == 0:
+            vector = pos.new_zeros(N, 3)
+        else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
+            keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
+            vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
         return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector)
 
 # %% ../nbs/11_equiformer_v2.ipynb #45c4f18a

@@ -180,8 +180,8 @@ class GeoMFormer(Backbone):
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(d, d // 2, d // 2),
                                           GatedEquivariantBlock(d // 2, 1, d // 2, scalar_act=False)])
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding)
+    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+        self.check_inputs(z, pos, force_encoding, vector_atoms)
         n = z.shape[0]
         j, i = graph.edge_index
         vec = edge_vectors(pos, graph)                                  # r_ij = X_i - X_j - shift
@@ -203,6 +203,9 @@ class GeoMFormer(Backbone):
             x, v = block(x, v, edge_feat, nb)
         x, v = self.norm_inv(x), self.norm_equ(v)
         energy = self.energy_head(x).squeeze(-1)
-        hs, hv = x, v
-        for layer in self.vector_head: hs, hv = layer(hs, hv)
-        return BackboneOutput(scalars=x, atomic_energy=energy, vector=hv.squeeze(-1))
+        # the vector head is per atom: run it on the atoms whose vector is asked for
+        hs, hv = (x, v) if vector_atoms is None else (x[vector_atoms], v[vector_atoms])
+        if hs.shape[0]:
+            for layer in self.vector_head: hs, hv = layer(hs, hv)
+        vector = self.full_vector(hv[..., 0] if hs.shape[0] else hv.new_zeros(0, 3), vector_atoms, n)
+        return BackboneOutput(scalars=x, atomic_energy=energy, vector=vector)

@@ -83,8 +83,14 @@ class AniDSModel(nn.Module):
 
     # ---------------------------------------------------------------- prediction
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
-                compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False) -> Prediction:
-        "Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos)."
+                compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
+                vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
+               ) -> Prediction:
+        """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
+        With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
+        forces need every atom's vector, so it must then be None."""
+        if vector_atoms is not None and compute_forces and self.force_mode == "direct":
+            raise ValueError("direct forces are the vector output of every atom: vector_atoms must be None")
         z, batch = data.z, data.batch
         B = int(data.num_graphs)
         pos = data.pos if pos is None else pos
@@ -102,7 +108,7 @@ class AniDSModel(nn.Module):
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
             graph = Graph(graph.edge_index, _strain_shifts(graph, batch, sym))
-        out = self.denoiser(z, pos, graph, batch, force_encoding)
+        out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
         e_atom = self.energy_scale * out.atomic_energy
         energy = scatter(e_atom.to(torch.float64) + self.atomic_energies[z], batch, 0, dim_size=B)
         forces, stress = None, None
@@ -174,7 +180,10 @@ class AniDSModel(nn.Module):
             if cfg.force_encoding and has_forces:
                 fenc = data.forces / self.force_scale * m
         need_forces = has_forces and weights.lambda_force > 0
-        pred = self.predict(data, noisy, fenc, compute_forces=need_forces, create_graph=True,
+        # conservative forces: only the corrupted atoms' vector output enters a loss (Eq. 9), so the vector head
+        # runs on those alone (none at all in a batch without corruption); direct forces need every atom's
+        vector_atoms = None if self.force_mode == "direct" else torch.nonzero(atom_mask).squeeze(1)
+        pred = self.predict(data, noisy, fenc, compute_forces=need_forces, create_graph=True, vector_atoms=vector_atoms,
                             compute_stress=weights.lambda_stress > 0 and getattr(data, "stress", None) is not None)
         terms = {}
         if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None:

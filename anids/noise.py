@@ -144,7 +144,8 @@ class NoiseGenerator(nn.Module):
         if batch is None: batch = torch.zeros(n, dtype=torch.long, device=pos.device)
         if graph is None:
             graph = radius_graph(pos, self.encoder.cutoff, batch, cell, pbc, self.encoder.max_neighbors)
-        h = self.encoder(z, pos, graph, batch).scalars
+        # psi reads the encoder's invariant features only: no vector head (vector_atoms empty)
+        h = self.encoder(z, pos, graph, batch, vector_atoms=torch.zeros(0, dtype=torch.long, device=pos.device)).scalars
         a = torch.exp(self.w0(h).squeeze(-1))
         if self.method == "denoisevae":
             return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)

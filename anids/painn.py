@@ -94,8 +94,8 @@ class PaiNN(Backbone):
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(F, F // 2, F // 2),
                                           GatedEquivariantBlock(F // 2, 1, F // 2, scalar_act=False)])
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding)
+    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+        self.check_inputs(z, pos, force_encoding, vector_atoms)
         s = self.embedding(z)
         v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
         if force_encoding is not None:
@@ -115,12 +115,14 @@ class PaiNN(Backbone):
                 s, v = msg(s, v, j, i, rbf, fcut, unit)
                 s, v = upd(s, v)
         e = self.energy_head(s).squeeze(-1)
-        hs, hv = s, v
-        for block in self.vector_head:
+        # the vector head is per atom: run it on the atoms whose vector is asked for
+        hs, hv = (s, v) if vector_atoms is None else (s[vector_atoms], v[vector_atoms])
+        for block in (self.vector_head if hs.shape[0] else []):
             # in a big cell nobody differentiates the vector output in eval mode: keep only the block inputs
             hs, hv = (checkpoint(block, hs, hv, use_reentrant=False, preserve_rng_state=False)
                       if chunked and torch.is_grad_enabled() else block(hs, hv))
-        return BackboneOutput(scalars=s, atomic_energy=e, vector=hv.squeeze(-1))
+        vector = self.full_vector(hv[..., 0] if hs.shape[0] else hv.new_zeros(0, 3), vector_atoms, s.shape[0])
+        return BackboneOutput(scalars=s, atomic_energy=e, vector=vector)
 
     def uses_chunks(self, graph: Graph) -> bool:
         "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."

@@ -20,16 +20,19 @@ class BackboneOutput:
     scalars: torch.Tensor        # [N, F] invariant features h_i
     atomic_energy: torch.Tensor  # [N] normalised per-atom energies
     vector: torch.Tensor         # [N, 3] equivariant vector output
+    stress: torch.Tensor|None = None  # [B, 3, 3] direct stress (normalised units), from backbones with a stress head
 
 class Backbone(nn.Module):
     """Interface of all backbones. Subclasses set `cutoff` (A), `num_scalar_features` and `max_z` and implement
     `forward(z, pos, graph, batch, force_encoding=None) -> BackboneOutput`, where `graph` holds the edges
     (`anids.graphs.Graph`), `batch` [N] the structure index of each atom, and `force_encoding` [N, 3] the
-    normalised forces of corrupted atoms (zeros on the others) or None."""
+    normalised forces of corrupted atoms (zeros on the others) or None. A backbone with a direct stress head sets
+    `predicts_stress = True` and fills `BackboneOutput.stress`."""
     cutoff: float
     num_scalar_features: int
     max_z: int
     max_neighbors: int|None = None
+    predicts_stress: bool = False
 
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
                 force_encoding: torch.Tensor|None = None) -> BackboneOutput:

@@ -744,6 +744,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.train.TrainConfig': ('train.html#trainconfig', 'anids/train.py'),
                              'anids.train.TrainConfig.__post_init__': ('train.html#trainconfig.__post_init__', 'anids/train.py'),
                              'anids.train.TrainConfig.denoising': ('train.html#trainconfig.denoising', 'anids/train.py'),
+                             'anids.train.TrainConfig.direct_stress': ('train.html#trainconfig.direct_stress', 'anids/train.py'),
                              'anids.train.TrainConfig.weights': ('train.html#trainconfig.weights', 'anids/train.py'),
                              'anids.train.TrainableEMA': ('train.html#trainableema', 'anids/train.py'),
                              'anids.train.TrainableEMA.__init__': ('train.html#trainableema.__init__', 'anids/train.py'),

@@ -20,6 +20,7 @@ class BackboneOutput:
     scalars: torch.Tensor        # [N, F] invariant features h_i
     atomic_energy: torch.Tensor  # [N] normalised per-atom energies
     vector: torch.Tensor         # [N, 3] equivariant vector output
+    stress: torch.Tensor|None = None  # [B, 3, 3] direct stress (normalised units), from backbones with a stress head
 
 class Backbone(nn.Module):
     """Interface of all backbones. Subclasses set `cutoff` (A), `num_scalar_features` and `max_z` and implement
@@ -27,11 +28,13 @@ class Backbone(nn.Module):
     the edges (`anids.graphs.Graph`), `batch` [N] the structure index of each atom, `force_encoding` [N, 3] the
     normalised forces of corrupted atoms (zeros on the others) or None, and `vector_atoms` the indices of the atoms
     whose vector output is needed (None: all). With conservative forces only the corrupted atoms' vectors enter the
-    loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero."""
+    loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero.
+    A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.stress`."""
     cutoff: float
     num_scalar_features: int
     max_z: int
     max_neighbors: int|None = None
+    predicts_stress: bool = False
 
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
                 force_encoding: torch.Tensor|None = None, vector_atoms: torch.Tensor|None = None) -> BackboneOutput:

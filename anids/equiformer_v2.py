@@ -16,7 +16,7 @@ from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
 __all__ = ['PRESETS', 'CoefficientLayout', 'edge_alignment', 'WignerFromRotation', 's2_grid_matrices', 's2_activation',
            'RadialFunction', 'SO3Linear', 'LayerNormSH', 'RMSNormSH', 'equivariant_norm', 'graph_drop_path',
            'EquivariantDropout', 'SO2Convolution', 'SO2EquivariantGraphAttention', 'FeedForwardS2', 'TransformerBlock',
-           'EdgeDegreeEmbedding', 'EquiformerV2']
+           'EdgeDegreeEmbedding', 'StressHead', 'EquiformerV2']
 
 # %% ../nbs/11_equiformer_v2.ipynb #33736114
 _AVG_NUM_NODES = 77.81317            # the authors' normalisers (OC20 IS2RE 100k statistics, their class defaults)
@@ -381,6 +381,33 @@ class EdgeDegreeEmbedding(nn.Module):
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
         return scatter(msg, e.dst, 0, dim_size=e.num_nodes) / self.avg_degree
 
+# %% ../nbs/11_equiformer_v2.ipynb #1e30908d
+class StressHead(nn.Module):
+    """Direct stress: per-atom l = 0 (isotropic) and l = 2 (anisotropic) outputs of an S^2 feed-forward block on the final
+    node features, averaged over each structure's atoms, composed into sigma = s I + sqrt(5) C^{(1,1,2)} c ([B, 3, 3])."""
+    def __init__(self, lmax: int, channels: int, hidden: int, use_grid_mlp: bool = True):
+        super().__init__()
+        if lmax < 2: raise ValueError(f"the stress head reads l = 2 coefficients: it needs lmax >= 2, got lmax={lmax}")
+        self.ffn = FeedForwardS2(lmax, channels, hidden, 1, use_grid_mlp)
+        # e3nn's Clebsch-Gordan coefficients 1 x 1 -> 2, scaled so the 5 traceless symmetric matrices are orthonormal
+        self.const = ConstantTables(basis=math.sqrt(5.0) * o3.wigner_3j(1, 1, 2, dtype=torch.float64))   # [3, 3, 5]
+
+    def irreps(self, x, batch, node_grids) -> tuple[torch.Tensor, torch.Tensor]:
+        "Per-structure isotropic part s [B] and l = 2 coefficients c [B, 5]: means over each structure's atoms."
+        y = self.ffn(x, node_grids)[:, :, 0]                       # [N, K] in e3nn order: l = 0 at 0, l = 2 at 4..8
+        mean = scatter(torch.cat([y[:, :1], y[:, 4:9]], dim=1), batch, 0, reduce="mean")
+        return mean[:, 0], mean[:, 1:]
+
+    def compose(self, iso: torch.Tensor, aniso: torch.Tensor) -> torch.Tensor:
+        "sigma_ij = iso delta_ij + sqrt(5) sum_m C_ijm aniso_m: [B], [B, 5] -> [B, 3, 3], symmetric, trace 3 iso."
+        basis = self.const.get("basis", aniso.dtype, aniso.device)
+        eye = torch.eye(3, dtype=aniso.dtype, device=aniso.device)
+        return iso[:, None, None] * eye + torch.einsum("ijm,bm->bij", basis, aniso)
+
+    def forward(self, x, batch, node_grids) -> torch.Tensor:
+        return self.compose(*self.irreps(x, batch, node_grids))
+
+
 # %% ../nbs/11_equiformer_v2.ipynb #3c81e492
 class EquiformerV2(Backbone):
     "EquiformerV2 (Liao, Wood, Das & Smidt, ICLR 2024) with DeNS force encoding (Liao et al. 2024)."
@@ -410,6 +437,7 @@ class EquiformerV2(Backbone):
                  norm_type: str = "rms_norm_sh",     # 'rms_norm_sh' (class default) or 'layer_norm_sh' (OC20/22 configs)
                  use_grid_mlp: bool = False,         # FFN: MLP on the S^2 grid (True) or separable S^2 SiLU (False)
                  weight_init: str = "normal",        # 'normal' (std 1/sqrt(fan_in)) or 'uniform' (PyTorch's default)
+                 stress_head: bool = False,          # direct stress head (StressHead): BackboneOutput.stress [B, 3, 3]
                 ):
         super().__init__()
         if num_layers < 1: raise ValueError("num_layers must be >= 1")
@@ -443,6 +471,8 @@ class EquiformerV2(Backbone):
         self.force_block = SO2EquivariantGraphAttention(lay, sphere_channels, attn_hidden_channels, num_heads,
                                                         attn_alpha_channels, attn_value_channels, 1, num_radial_basis,
                                                         edge_channels, max_num_elements, use_attn_renorm, alpha_drop=0.0)
+        self.predicts_stress = bool(stress_head)
+        if stress_head: self.stress_block = StressHead(lmax, sphere_channels, ffn_hidden_channels, use_grid_mlp)
         if weight_init == "normal":   # the authors' 'normal': every Linear / SO(3)-linear outside the radial functions
             radial = {id(m) for r in self.modules() if isinstance(r, RadialFunction) for m in r.modules()}
             for mod in self.modules():
@@ -488,7 +518,8 @@ class EquiformerV2(Backbone):
         else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
             keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
             vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
-        return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector)
+        stress = self.stress_block(x, batch, node_grids) if self.predicts_stress else None
+        return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, stress=stress)
 
 # %% ../nbs/11_equiformer_v2.ipynb #45c4f18a
 _OC22 = dict(num_layers=18, sphere_channels=128, attn_hidden_channels=64, num_heads=8, attn_alpha_channels=64,

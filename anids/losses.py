@@ -9,7 +9,8 @@ from torch_geometric.utils import scatter
 
 # %% auto #0
 __all__ = ['DENOISE_REDUCTIONS', 'masked_mean', 'anids_target', 'authors_target_scale', 'anids_loss', 'kl_isotropic_prior',
-           'gamma_hinge', 'energy_loss', 'force_loss', 'stress_loss', 'LossWeights', 'total_loss', 'corruption_masks']
+           'gamma_hinge', 'energy_loss', 'force_loss', 'stress_loss', 'stress_parts', 'stress_iso_loss',
+           'stress_aniso_loss', 'LossWeights', 'total_loss', 'corruption_masks']
 
 # %% ../nbs/05_losses.ipynb #b422b7cd
 def _as_mask(mask, n, device):
@@ -137,13 +138,33 @@ def stress_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) ->
     if pred.shape != target.shape: raise ValueError(f"stress shapes differ: {tuple(pred.shape)} vs {tuple(target.shape)}")
     return ((pred - target).abs() / scale).mean()
 
+# %% ../nbs/05_losses.ipynb #e5009d3d
+def stress_parts(stress: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    "Isotropic part tr(s)/3 [B] and traceless (deviatoric) part s - tr(s)/3 I [B, 3, 3] of stresses [B, 3, 3]."
+    iso = torch.diagonal(stress, dim1=-2, dim2=-1).sum(-1) / 3
+    return iso, stress - iso[:, None, None] * torch.eye(3, dtype=stress.dtype, device=stress.device)
+
+def stress_iso_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    "Mean over structures of |tr(s - s_hat)| / 3 / scale ([B, 3, 3] stresses)."
+    if pred.shape != target.shape: raise ValueError(f"stress shapes differ: {tuple(pred.shape)} vs {tuple(target.shape)}")
+    return ((stress_parts(pred)[0] - stress_parts(target)[0]).abs() / scale).mean()
+
+def stress_aniso_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:
+    "Mean over structures of the Frobenius norm of dev(s) - dev(s_hat), / scale ([B, 3, 3] stresses)."
+    if pred.shape != target.shape: raise ValueError(f"stress shapes differ: {tuple(pred.shape)} vs {tuple(target.shape)}")
+    d = (stress_parts(pred)[1] - stress_parts(target)[1]) / scale
+    return torch.sqrt((d * d).sum((-2, -1)) + 1e-24).mean()
+
+
 # %% ../nbs/05_losses.ipynb #e1208a37
 @dataclass
 class LossWeights:
     "The lambdas of App. B.3 / Eq. 12. Defaults: the paper's MD17 fine-tuning (aspirin) and pre-training values."
     lambda_energy: float = 1.0     # lambda_E
     lambda_force: float = 80.0     # lambda_F
-    lambda_stress: float = 0.0     # lambda_rho
+    lambda_stress: float = 0.0     # lambda_rho (MAE over the 9 components)
+    lambda_stress_iso: float = 0.0   # lambda_S_iso: isotropic part |tr(rho - rho_hat)| / 3 (MPtrj EqV2 table)
+    lambda_stress_aniso: float = 0.0 # lambda_S_ani: anisotropic part ||dev(rho - rho_hat)||_F (MPtrj EqV2 table)
     lambda_denoise: float = 5.0    # lambda_AniDS (decayed linearly to 0 by the MD17 recipe, see anids.train)
     lambda_kl: float = 1.0         # lambda_KL
     lambda_gamma: float = 1.0      # lambda_gamma
@@ -153,11 +174,11 @@ class LossWeights:
         if negative: raise ValueError(f"loss weights must be >= 0, got {', '.join(f'{k}={getattr(self, k)}' for k in negative)}")
 
     def of(self, term: str) -> float:
-        "The weight of loss term `term` (energy, force, stress, denoise, kl, gamma)."
+        "The weight of loss term `term` (energy, force, stress, stress_iso, stress_aniso, denoise, kl, gamma)."
         return getattr(self, f"lambda_{term}")
 
 def total_loss(terms: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
-    "Weighted sum of the loss terms present in `terms` (keys: energy, force, stress, denoise, kl, gamma)."
+    "Weighted sum of the loss terms present in `terms` (keys: energy, force, stress, stress_iso, stress_aniso, denoise, kl, gamma)."
     w = {k.removeprefix("lambda_"): v for k, v in asdict(weights).items()}
     unknown = set(terms) - set(w)
     if unknown: raise ValueError(f"unknown loss terms {sorted(unknown)}")

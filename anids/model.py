@@ -3,15 +3,16 @@
 # %% ../nbs/06_model.ipynb #2bba98bb
 from __future__ import annotations
 from dataclasses import dataclass
+import inspect
 from pathlib import Path
 import torch
 from torch import nn
 from torch_geometric.utils import scatter
 from .graphs import Graph, radius_graph
-from .backbones import Backbone, build as build_backbone
+from .backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
-                          energy_loss, force_loss, stress_loss, LossWeights, total_loss, corruption_masks)
+                          energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
 __all__ = ['CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'covariance_stats', 'cache_covariances',
@@ -81,6 +82,11 @@ class AniDSModel(nn.Module):
             if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
         return self
 
+    @property
+    def predicts_stress(self) -> bool:
+        "Whether `predict(compute_stress=True)` works: conservative forces (strain derivative) or a direct stress head."
+        return self.force_mode == "conservative" or bool(getattr(self.denoiser, "predicts_stress", False))
+
     # ---------------------------------------------------------------- prediction
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
@@ -98,12 +104,15 @@ class AniDSModel(nn.Module):
         pbc = getattr(data, "pbc", None)
         graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
         conservative = self.force_mode == "conservative" and compute_forces
-        if compute_stress and self.force_mode != "conservative":
-            raise ValueError("stress is only available with force_mode='conservative'")
+        direct_stress = compute_stress and self.force_mode == "direct"
+        if compute_stress: _check_periodic(cell, pbc, B)
+        if direct_stress and not self.predicts_stress:
+            raise ValueError("stress with force_mode='direct' needs a backbone with a direct stress head "
+                             "(build_model(..., direct_stress=True); EquiformerV2 has one)")
         strain = None
         if conservative and not pos.requires_grad:
             pos = pos.clone().requires_grad_(True)
-        if compute_stress:
+        if compute_stress and not direct_stress:
             strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
@@ -113,14 +122,18 @@ class AniDSModel(nn.Module):
         energy = scatter(e_atom.to(torch.float64) + self.atomic_energies[z], batch, 0, dim_size=B)
         forces, stress = None, None
         if conservative:
-            inputs = [pos] + ([strain] if compute_stress else [])
+            inputs = [pos] + ([strain] if strain is not None else [])
             grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
             forces = -grads[0].to(pos.dtype)
-            if compute_stress:
+            if strain is not None:
                 volume = torch.linalg.det(cell.reshape(B, 3, 3)).abs()
                 stress = grads[1] / volume[:, None, None]
         elif compute_forces:
             forces = self.force_scale * out.vector
+        if direct_stress:
+            if out.stress is None or out.stress.shape != (B, 3, 3):
+                raise ValueError(f"the backbone returned no [{B}, 3, 3] stress")
+            stress = self.force_scale * out.stress
         return Prediction(energy, forces, out.vector, stress)
 
     def covariance(self, data) -> Covariance|None:
@@ -183,8 +196,9 @@ class AniDSModel(nn.Module):
         # conservative forces: only the corrupted atoms' vector output enters a loss (Eq. 9), so the vector head
         # runs on those alone (none at all in a batch without corruption); direct forces need every atom's
         vector_atoms = None if self.force_mode == "direct" else torch.nonzero(atom_mask).squeeze(1)
+        stress_weights = (weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
         pred = self.predict(data, noisy, fenc, compute_forces=need_forces, create_graph=True, vector_atoms=vector_atoms,
-                            compute_stress=weights.lambda_stress > 0 and getattr(data, "stress", None) is not None)
+                            compute_stress=max(stress_weights) > 0 and getattr(data, "stress", None) is not None)
         terms = {}
         if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None:
             terms["energy"] = energy_loss(pred.energy, data.energy.to(torch.float64), self.force_scale)
@@ -192,7 +206,10 @@ class AniDSModel(nn.Module):
             terms["force"] = force_loss(pred.forces, data.forces, ~atom_mask, batch, B, cfg.force_loss,
                                         cfg.force_normalisation, self.force_scale)
         if pred.stress is not None:
-            terms["stress"] = stress_loss(pred.stress, data.stress.reshape(B, 3, 3), self.force_scale)
+            target = data.stress.reshape(B, 3, 3).to(pred.stress.dtype)
+            for name, w, fn in zip(("stress", "stress_iso", "stress_aniso"), stress_weights,
+                                   (stress_loss, stress_iso_loss, stress_aniso_loss)):
+                if w > 0: terms[name] = fn(pred.stress, target, self.force_scale)
         if corrupt:
             scale = 1.0
             if cfg.target_scale == "prior": scale = self.generator.sigma
@@ -224,6 +241,15 @@ def _strain_shifts(graph: Graph, batch: torch.Tensor, sym: torch.Tensor) -> torc
         parts = graph.shift.split(torch.bincount(edge_batch, minlength=sym.shape[0]).tolist())
         return torch.cat([p + p @ sym[b] for b, p in enumerate(parts)])
     return graph.shift + (graph.shift[:, None, :] @ sym[edge_batch]).squeeze(1)
+
+def _check_periodic(cell, pbc, B: int) -> None:
+    "ValueError unless every structure has a cell of non-zero volume and at least one periodic direction."
+    if cell is None or pbc is None:
+        raise ValueError("stress needs periodic structures: the batch has no cell / pbc")
+    flat = (~pbc.reshape(B, 3).any(-1)) | (torch.linalg.det(cell.reshape(B, 3, 3).detach().double()).abs() < 1e-8)
+    if bool(flat.any()):
+        raise ValueError(f"stress needs periodic structures with a cell of non-zero volume; structure "
+                         f"{int(torch.nonzero(flat)[0, 0])} is not")
 
 @torch.no_grad()
 def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:
@@ -280,15 +306,23 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
                 atomic_energies: dict[int, float]|None = None,
                 energy_scale: float = 1.0, force_scale: float = 1.0,
                 backbone_overrides: dict|None = None, generator_overrides: dict|None = None,
-                seed: int|None = None) -> AniDSModel:
+                seed: int|None = None,
+                direct_stress: bool = False,           # give the denoiser a direct stress head (force_mode='direct')
+               ) -> AniDSModel:
     "An `AniDSModel` from named parts."
     if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
+    if direct_stress:
+        if force_mode != "direct":
+            raise ValueError(f"direct_stress=True needs force_mode='direct' (conservative models differentiate the energy), got {force_mode!r}")
+        if "stress_head" not in inspect.signature(backbone_class(backbone)).parameters:
+            raise ValueError(f"backbone {backbone!r} has no direct stress head (EquiformerV2 has one)")
     if seed is not None: torch.manual_seed(seed)
     spec = dict(backbone=backbone, preset=preset, method=method, generator_preset=generator_preset, sigma=sigma,
                 force_mode=force_mode, atomic_energies={int(k): float(v) for k, v in (atomic_energies or {}).items()},
                 energy_scale=float(energy_scale), force_scale=float(force_scale),
-                backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}))
-    denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"])
+                backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}),
+                direct_stress=bool(direct_stress))
+    denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
     learned = method in ("denoisevae", "anids-add", "anids")
     encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
     generator = NoiseGenerator(method, encoder, sigma=sigma)

@@ -89,8 +89,15 @@ class TrainConfig(DenoisingConfig, LossWeights):
     def weights(self) -> LossWeights:
         "The loss weights of this run (Algorithm 1 has no energy, force or stress terms)."
         w = {f.name: getattr(self, f.name) for f in fields(LossWeights)}
-        if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0)
+        if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0, lambda_stress_iso=0.0,
+                                               lambda_stress_aniso=0.0)
         return LossWeights(**w)
+
+    @property
+    def direct_stress(self) -> bool:
+        "A direct-force run with a stress weight: its denoiser gets a direct stress head (build_model's direct_stress)."
+        w = self.weights()
+        return self.force_mode == "direct" and max(w.lambda_stress, w.lambda_stress_iso, w.lambda_stress_aniso) > 0
 
 RECIPES = {  # every recipe names its backbone and that backbone's preset
     # MD17 fine-tuning table (App. C, aspirin column) + the authors' code, on their backbone: Equiformer (L=2)
@@ -133,6 +140,16 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
                   epochs=50, batch_size=40, lr=2e-4, warmup_epochs=1, weight_decay=0.0, lr_schedule="linear",
                   min_lr_ratio=0.0, lambda_energy=1, lambda_force=1, p=0.25, r=0.25, lambda_denoise=0.8,
                   lambda_kl=1e-3, sigma_p=0.05, lambda_gamma=0.0, train_generator=True),
+    # App. C MPtrj tables (EqV2): continued training of eqV2-S-DeNS (OMat24, weights via --pretrained) with direct forces
+    # and a direct stress head (anids.equiformer_v2.StressHead; a stress weight on a direct run adds it), its isotropic and
+    # anisotropic parts weighted separately; psi trained jointly after the OC22 KL-only warm-up (KL < 2.0). The table gives
+    # no EMA, gradient clipping or lambda_Denoise schedule: those are the oc22 recipe's (EMA 0.999, clipping at 50,
+    # lambda_Denoise decaying linearly).
+    "mptrj-eqv2": dict(backbone="equiformer_v2", preset="mptrj", generator_preset="mptrj_generator", force_mode="direct",
+                       epochs=7, batch_size=3, lr=5e-5, warmup_epochs=0.1, weight_decay=1e-3, lr_schedule="cosine",
+                       grad_clip=50.0, ema_decay=0.999, lambda_energy=5, lambda_force=20, lambda_stress_iso=5,
+                       lambda_stress_aniso=5, p=0.5, r=1.0, lambda_denoise=10, lambda_kl=10, sigma_p=0.1, lambda_gamma=0.0,
+                       train_generator=True, kl_warmup_threshold=2.0),
     # The mlearn elemental crystals (Si, Mo; about 200 periodic cells of 2-96 atoms) on a laptop CPU: PaiNN demo,
     # conservative forces and stress, psi trained jointly from scratch (no pre-trained generator knows Si or Mo) with
     # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A): 2000 =
@@ -306,11 +323,11 @@ class TrainableEMA(EMAWeightAveraging):
 def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
     """Energy MAE (eV, per structure) and force MAE (eV/A, per component) of `model` on labelled `structures`, no noise.
 
-    Where every structure carries a stress and the model's forces are conservative, also the stress MAE and RMSE
-    (eV/A^3, over the 9 components), from the strain derivative of the energy."""
+    Where every structure carries a stress and the model predicts one, also the stress MAE and RMSE (eV/A^3, over the
+    9 components): the strain derivative of the energy (conservative forces) or the direct stress head."""
     if len(structures) == 0: raise ValueError("cannot evaluate on an empty set of structures")
     model.eval()
-    with_stress = model.force_mode == "conservative" and all(getattr(s, "stress", None) is not None for s in structures)
+    with_stress = model.predicts_stress and all(getattr(s, "stress", None) is not None for s in structures)
     e_err, n_atoms, f_abs, f_sq, n_f = [], [], 0.0, 0.0, 0
     s_abs, s_sq, n_s = 0.0, 0.0, 0
     dtype = next(model.parameters()).dtype
@@ -515,7 +532,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     scale = 1.0 if pre else output_scale(train_set, refs)
     spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
                 generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
-                atomic_energies=refs, energy_scale=scale, force_scale=scale)
+                atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
     src = None
     if pretrained is not None:
@@ -529,6 +546,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         missing, _ = module.model.load_state_dict(state, strict=False)
         for name in ("atomic_energies",):  # keep this dataset's statistics
             getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
+        # a stress head added to a direct model that had none (e.g. OC22 weights continued on MPtrj) starts fresh
+        missing = [k for k in missing if not (spec["direct_stress"] and k.startswith("denoiser.stress_block."))]
         if any(not k.startswith("generator") for k in missing):
             raise ValueError(f"pretrained weights from {pretrained} do not fit the denoiser: missing {missing[:5]}")
     if not module.noise_cfg.train_generator:

@@ -3,6 +3,14 @@
     python3 -m venv mace-venv && mace-venv/bin/pip install torch==2.13.0 && mace-venv/bin/pip install mace-torch
     python benchmarks/compare_mace.py --train train.xyz --test test.xyz --mace-venv mace-venv
     python benchmarks/compare_mace.py --train train.xyz --test test.xyz --methods none anids --seeds 0 1 2 --jobs 2
+    python benchmarks/compare_mace.py --train Si/training.json --test Si/test.json --recipe mlearn-cpu --pretrained "" \
+        --methods none dens anids --seeds 0 1 2 --jobs 2 --threads 2 --budget-min 15 --out results/compare_mace_Si.json
+
+Crystals with stress: an mlearn JSON (or an extxyz with a `stress` key, `--stress-key`) is read with anids's reader
+(the stress-component order is measured on the training file, `anids.data.check_stress_order`, and applied to the
+test file) and written once as extxyz for MACE with `REF_energy`, `REF_forces` and `REF_stress` (eV/A^3, ASE's order and
+sign, which MACE uses too). MACE then trains with `--loss stress` (its energy, force and stress weights stay at
+MACE's defaults unless `--mace-stress-weight` is given) and the stress MAE and RMSE are reported in GPa beside ours.
 
 Our side: `anids-train --recipe cpu-30min --noise METHOD` for every method and seed (`anids` and the other learned
 methods start from the shipped QM9 pre-trained weights, `--pretrained qm9`; `none` trains from scratch). A run whose
@@ -32,17 +40,68 @@ MACE_ARGS = ["--model", "MACE", "--num_channels", "32", "--max_L", "1", "--r_max
              "--E0s", "average", "--default_dtype", "float32", "--device", "cpu", "--valid_fraction", "0.05"]
 KEYS = ["force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom", "energy_mae_meV",
         "energy_rmse_meV"]
+STRESS_KEYS = ["stress_mae_GPa", "stress_rmse_GPa"]
+EV_A3_TO_GPA = 160.21766208
 
 
-def errors(ref, pred_energy, pred_forces) -> dict:
-    "MAE and RMSE of energies (meV per structure and per atom) and forces (meV/A per component), as anids.train.evaluate."
-    e_ref = np.array([a.get_potential_energy() for a in ref])
+def mace_inputs(a) -> dict:
+    """The train and test files MACE reads, and its keys: the files themselves (extxyz without stress), or, for mlearn
+    JSON or stress-carrying files, extxyz copies with REF_energy / REF_forces / REF_stress written once into --work."""
+    if not a.stress:
+        return dict(train=str(Path(a.train).resolve()), test=str(Path(a.test).resolve()),
+                    keys=["--energy_key", a.energy_key, "--forces_key", a.forces_key])
+    from anids.data import read_structures, check_stress_order
+    from ase import Atoms
+    from ase.io import write
+    kw = dict(energy_key=a.energy_key, forces_key=a.forces_key, stress_key=a.stress_key)
+    order = a.stress_order
+    if order == "check" and a.train.endswith(".json"):   # the order is measured on the training file only
+        order = check_stress_order(a.train)["best"]
+    out = {}
+    for split, path in (("train", a.train), ("test", a.test)):
+        dst = Path(a.work) / f"mace_{split}.xyz"
+        frames = read_structures(path, stress_order=order, **kw)
+        atoms = []
+        for d in frames:
+            at = Atoms(numbers=d.z.numpy(), positions=d.pos.double().numpy(), cell=d.cell.reshape(3, 3).double().numpy(),
+                       pbc=d.pbc.reshape(3).numpy())
+            at.info["REF_energy"] = float(d.energy)
+            at.arrays["REF_forces"] = d.forces.double().numpy()
+            s = d.stress.reshape(3, 3).double().numpy()
+            at.info["REF_stress"] = np.array([s[0, 0], s[1, 1], s[2, 2], s[1, 2], s[0, 2], s[0, 1]])   # ASE's Voigt order
+            atoms.append(at)
+        write(dst, atoms, format="extxyz")
+        out[split] = str(dst.resolve())
+    out["keys"] = ["--energy_key", "REF_energy", "--forces_key", "REF_forces", "--stress_key", "REF_stress",
+                   "--compute_stress", "True", "--loss", "stress", "--error_table", "PerAtomMAEstressvirials"]
+    if a.mace_stress_weight is not None: out["keys"] += ["--stress_weight", str(a.mace_stress_weight)]
+    out["stress_order"] = order
+    return out
+
+
+def _ref(a, key, fallback):
+    "A reference value by its REF_ key (the extxyz this script writes), else ASE's calculator result."
+    if key in a.info: return np.asarray(a.info[key])
+    if key in a.arrays: return a.arrays[key]
+    return fallback(a)
+
+
+def errors(ref, pred_energy, pred_forces, pred_stress=None) -> dict:
+    """MAE and RMSE of energies (meV per structure and per atom), forces (meV/A per component) and, if given, stress
+    (GPa per component of the 3x3 tensor), as anids.train.evaluate."""
+    e_ref = np.array([float(_ref(a, "REF_energy", lambda x: x.get_potential_energy())) for a in ref])
     n = np.array([len(a) for a in ref])
-    f_ref = np.concatenate([a.get_forces() for a in ref])
+    f_ref = np.concatenate([_ref(a, "REF_forces", lambda x: x.get_forces()) for a in ref])
     de, df = (np.asarray(pred_energy) - e_ref) * 1000, (np.concatenate(pred_forces) - f_ref) * 1000
     mae, rmse = lambda x: float(np.mean(np.abs(x))), lambda x: float(np.sqrt(np.mean(x ** 2)))
-    return dict(energy_mae_meV=mae(de), energy_rmse_meV=rmse(de), energy_mae_meV_atom=mae(de / n),
-                energy_rmse_meV_atom=rmse(de / n), force_mae_meV_A=mae(df), force_rmse_meV_A=rmse(df), n_structures=len(ref))
+    out = dict(energy_mae_meV=mae(de), energy_rmse_meV=rmse(de), energy_mae_meV_atom=mae(de / n),
+               energy_rmse_meV_atom=rmse(de / n), force_mae_meV_A=mae(df), force_rmse_meV_A=rmse(df), n_structures=len(ref))
+    if pred_stress is not None:
+        from ase.stress import voigt_6_to_full_3x3_stress
+        s_ref = np.stack([voigt_6_to_full_3x3_stress(_ref(a, "REF_stress", lambda x: x.get_stress())) for a in ref])
+        ds = (np.stack([np.asarray(p).reshape(3, 3) for p in pred_stress]) - s_ref) * EV_A3_TO_GPA
+        out.update(stress_mae_GPa=mae(ds), stress_rmse_GPa=rmse(ds))
+    return out
 
 
 def run_ours(method, seed, a, threads):
@@ -62,7 +121,7 @@ def run_ours(method, seed, a, threads):
     t = m["test"]
     return dict(model=f"{a.recipe} {method}", method=method, seed=seed, recipe=a.recipe, pretrained=m.get("pretrained"),
                 wall_time_s=m["wall_time_s"], train_time_s=m["train_time_s"], threads=threads,
-                n_parameters=m["n_parameters"], **{k: t[k] for k in KEYS})
+                n_parameters=m["n_parameters"], **{k: t[k] for k in KEYS + (STRESS_KEYS if a.stress else [])})
 
 
 def mace_log_epoch_times(log: Path) -> list:
@@ -79,8 +138,8 @@ def mace_train(a, name, epochs, seed, eval_interval):
     work = Path(a.work) / name
     shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
     swa = max(1, int(0.75 * epochs))
-    cmd = [str(Path(a.mace_venv) / "bin" / "mace_run_train"), "--name", "run", "--train_file", str(Path(a.train).resolve()),
-           "--energy_key", a.energy_key, "--forces_key", a.forces_key, "--max_num_epochs", str(epochs),
+    cmd = [str(Path(a.mace_venv) / "bin" / "mace_run_train"), "--name", "run", "--train_file", a.mace_files["train"],
+           *a.mace_files["keys"], "--max_num_epochs", str(epochs),
            "--start_swa", str(swa), "--eval_interval", str(eval_interval), "--seed", str(seed), *MACE_ARGS]
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     print("$", " ".join(cmd), flush=True)
@@ -112,26 +171,29 @@ def run_mace(a, seed):
     model = next(p for p in work.glob("run*.model") if "compiled" not in p.name and "stagetwo" not in p.name) \
         if not (work / "run_stagetwo.model").exists() else work / "run_stagetwo.model"
     pred = work / "test_pred.xyz"
-    subprocess.run([str(Path(a.mace_venv) / "bin" / "mace_eval_configs"), "--configs", str(Path(a.test).resolve()),
-                    "--model", str(model), "--output", str(pred), "--device", "cpu", "--default_dtype", "float32"],
+    subprocess.run([str(Path(a.mace_venv) / "bin" / "mace_eval_configs"), "--configs", a.mace_files["test"],
+                    "--model", str(model), "--output", str(pred), "--device", "cpu", "--default_dtype", "float32"]
+                   + (["--compute_stress"] if a.stress else []),
                    check=True, env=dict(os.environ, OMP_NUM_THREADS=str(a.threads)), cwd=work)
-    ref, got = read(a.test, ":"), read(pred, ":")
+    ref, got = read(a.mace_files["test"], ":"), read(pred, ":")
+    stress = [g.info["MACE_stress"] for g in got] if a.stress else None
     res = dict(model="mace", method="none", seed=seed, epochs=epochs, calibration_s=t_cal, seconds_per_epoch=t_epoch,
-               wall_time_s=t_run, threads=a.threads, model_file=model.name, mace_args=MACE_ARGS,
-               **errors(ref, [g.info["MACE_energy"] for g in got], [g.arrays["MACE_forces"] for g in got]))
+               wall_time_s=t_run, threads=a.threads, model_file=model.name, mace_args=MACE_ARGS + a.mace_files["keys"],
+               **errors(ref, [g.info["MACE_energy"] for g in got], [g.arrays["MACE_forces"] for g in got], stress))
     out.write_text(json.dumps(res, indent=1))
     return res
 
 
 def summarise(rows):
     table = {}
+    keys = KEYS + ["wall_time_s"] + (STRESS_KEYS if rows and all(k in r for r in rows for k in STRESS_KEYS) else [])
     for r in rows:
         g = table.setdefault(r["model"], {"seeds": []})
         g["seeds"].append(r["seed"])
-        for k in KEYS + ["wall_time_s"]:
+        for k in keys:
             g.setdefault(k, []).append(r[k])
     for g in table.values():
-        for k in KEYS + ["wall_time_s"]:
+        for k in keys:
             v = g.pop(k)
             g[k] = dict(mean=statistics.mean(v), std=statistics.stdev(v) if len(v) > 1 else float("nan"), values=v)
     return table
@@ -139,6 +201,7 @@ def summarise(rows):
 
 def print_table(table):
     cols = ["force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom", "wall_time_s"]
+    cols += [k for k in STRESS_KEYS if all(k in g for g in table.values())]
     print(f"{'model':18s} {'seeds':>6s} " + " ".join(f"{c:>24s}" for c in cols))
     for name, g in table.items():
         print(f"{name:18s} {len(g['seeds']):6d} " + " ".join(f"{g[c]['mean']:12.2f} +- {g[c]['std']:8.2f}" for c in cols))
@@ -167,6 +230,9 @@ def main(argv=None):
     p.add_argument("--train", required=True, help="extxyz with energies and forces")
     p.add_argument("--test", required=True, help="extxyz with energies and forces")
     p.add_argument("--energy-key", default="energy"); p.add_argument("--forces-key", default="forces")
+    p.add_argument("--stress-key", default=None, help="stress key of an extxyz (mlearn JSON: always read)")
+    p.add_argument("--stress-order", default="check", help="order of mlearn's six stress numbers (default: measured)")
+    p.add_argument("--mace-stress-weight", type=float, default=None, help="MACE's --stress_weight (default: MACE's)")
     p.add_argument("--recipe", default="cpu-30min")
     p.add_argument("--methods", nargs="*", default=["none", "anids"], help="our noise methods (default none anids)")
     p.add_argument("--pretrained", default="qm9", help="pre-trained weights for the denoising methods ('' for none)")
@@ -183,6 +249,8 @@ def main(argv=None):
     if a.mace_seeds and not (Path(a.mace_venv) / "bin" / "mace_run_train").exists():
         p.error(f"no mace_run_train in {a.mace_venv}; make the environment as shown above or pass --mace-seeds")
     Path(a.work).mkdir(parents=True, exist_ok=True)
+    a.stress = bool(a.stress_key) or a.train.endswith(".json")
+    a.mace_files = mace_inputs(a) if a.mace_seeds else {}
     rows, threads = [], max(1, a.threads // a.jobs)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     from _env import environment
@@ -192,6 +260,7 @@ def main(argv=None):
         table = summarise(rows)
         files = {k: dict(name=Path(f).name, sha256=hashlib.sha256(Path(f).read_bytes()).hexdigest()) for k, f in (("train", a.train), ("test", a.test))}
         Path(a.out).write_text(json.dumps(dict(table=table, **files, recipe=a.recipe, budget_min=a.budget_min,
+                                               stress_order=a.mace_files.get("stress_order"),
                                                runs=rows, environment_before=env_before, environment_now=environment()),
                                           indent=1))
         return table

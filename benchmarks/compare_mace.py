@@ -166,7 +166,10 @@ def run_mace(a, seed):
         overhead = max(0.0, t_cal - 2 * t_epoch)
         epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
         print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
-        work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, epochs))
+        # MACE keeps only the checkpoints of evaluated epochs and loads the SWA one at the end: evaluate at least
+        # twice inside the SWA window (its last quarter), at most every 10 epochs
+        swa_window = epochs - max(1, int(0.75 * epochs))
+        work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, max(1, swa_window // 2)))
         done.write_text(json.dumps({"epochs": epochs, "wall_time_s": t_run, "calibration_s": t_cal, "seconds_per_epoch": t_epoch}))
     model = next(p for p in work.glob("run*.model") if "compiled" not in p.name and "stagetwo" not in p.name) \
         if not (work / "run_stagetwo.model").exists() else work / "run_stagetwo.model"

@@ -21,7 +21,8 @@ with one thread as with two (the batches are small), so this halves the time of 
 MACE: mace-torch lives in its own virtual environment (it pins e3nn 0.4.4). It is run alone with `--threads` threads
 (default 2) and the settings in `MACE_ARGS` (32 channels, L=1, correlation 3, r_max 5, EMA, SWA for the last
 quarter of the epochs). MACE has no wall-clock limit, so the script first times a 2-epoch calibration run and then
-gives MACE as many epochs as fit in `--budget-min`. Its test predictions (`mace_eval_configs`) are scored with the
+gives MACE as many epochs as fit in `--budget-min`; `--mace-epochs N` skips the calibration and trains N epochs (the
+number an earlier seed was given, so that further seeds get the same budget on a machine whose load has changed). Its test predictions (`mace_eval_configs`) are scored with the
 same error definitions as ours: energy per structure and per atom, force per Cartesian component, MAE and RMSE.
 
 Prints the table and writes results/compare_mace.json as it goes (after every finished run).
@@ -158,14 +159,20 @@ def run_mace(a, seed):
         work, t_run, epochs = done.parent, info["wall_time_s"], info["epochs"]
         t_cal, t_epoch = info.get("calibration_s"), info.get("seconds_per_epoch")
     else:
-        # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
-        work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
-        stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
-        if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
-        t_epoch = stamps[-1] - stamps[-2]
-        overhead = max(0.0, t_cal - 2 * t_epoch)
-        epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
-        print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
+        if a.mace_epochs:
+            # a fixed number of epochs, e.g. the number an earlier seed's calibration gave: every MACE seed then gets
+            # the same training budget, whatever the load of the machine while this one runs
+            epochs, t_cal, t_epoch = a.mace_epochs, None, None
+            print(f"MACE: {epochs} epochs (--mace-epochs), no calibration", flush=True)
+        else:
+            # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
+            work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
+            stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
+            if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
+            t_epoch = stamps[-1] - stamps[-2]
+            overhead = max(0.0, t_cal - 2 * t_epoch)
+            epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
+            print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
         # MACE keeps only the checkpoints of evaluated epochs and loads the SWA one at the end: evaluate at least
         # twice inside the SWA window (its last quarter), at most every 10 epochs
         swa_window = epochs - max(1, int(0.75 * epochs))
@@ -243,6 +250,8 @@ def main(argv=None):
     p.add_argument("--mace-seeds", nargs="*", type=int, default=[0], help="MACE seeds (none: skip MACE)")
     p.add_argument("--mace-venv", default="mace-venv", help="virtual environment with mace-torch")
     p.add_argument("--budget-min", type=float, default=30.0, help="MACE's wall-clock budget in minutes")
+    p.add_argument("--mace-epochs", type=int, default=None,
+                   help="train MACE for this many epochs instead of calibrating them to --budget-min")
     p.add_argument("--threads", type=int, default=2, help="threads of MACE (and of ours with --jobs 1)")
     p.add_argument("--jobs", type=int, default=1, help="our trainings at a time (each with threads/jobs threads)")
     p.add_argument("--work", default="compare_mace_runs", help="folder for the runs")

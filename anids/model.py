@@ -15,8 +15,9 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
-__all__ = ['CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'covariance_stats', 'cache_covariances',
-           'build_model', 'save_model', 'load_model', 'atoms_batch', 'AniDSCalculator']
+__all__ = ['NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'covariance_stats',
+           'cached_covariance', 'cache_covariances', 'build_model', 'save_model', 'load_model', 'atoms_batch',
+           'AniDSCalculator']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -176,18 +177,18 @@ class AniDSModel(nn.Module):
             _, atom_mask = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
         corrupt = bool(atom_mask.any())
         if corrupt:
-            cached = getattr(data, "noise_chol", None)
+            cached = getattr(data, "noise_cache", None)
             if cached is not None and not cfg.train_generator:
-                # frozen psi: Sigma_i = L_i L_i^T was computed once from the clean structure (cache_covariances)
-                L = cached.to(pos.dtype)
-                cov = Covariance(L @ L.transpose(1, 2), data.noise_gamma.to(pos.dtype), data.noise_a.to(pos.dtype))
+                # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i
+                # alone, Sigma_i = L_i L_i^T is formed only if the statistics are asked for
+                L, cov = cached[:, :9].reshape(-1, 3, 3).to(pos.dtype), None
             else:
                 # psi runs only on the structures that have corrupted atoms
                 corrupted_structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atom_mask], True)
                 with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
                     cov = self.covariance_of_structures(data, corrupted_structures)
                 L = None
-            noise, L, eps = sample_anisotropic(cov.matrix, generator=rng, L=L)
+            noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
             m = atom_mask[:, None].to(pos.dtype)
             noisy = pos + noise * m
             if cfg.force_encoding and has_forces:
@@ -223,6 +224,7 @@ class AniDSModel(nn.Module):
                 if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
                     terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, rb, B)
             if stats is not None and self.generator.learned:
+                if cov is None: cov = cached_covariance(data.noise_cache.to(pos.dtype))
                 stats.update(covariance_stats(cov, L, atom_mask, cfg.sigma_p))
         if not terms:
             raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
@@ -264,9 +266,19 @@ def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, 
 
 
 # %% ../nbs/06_model.ipynb #c7a87d95
+NOISE_CACHE_COLUMNS = 11
+"Columns of `noise_cache` per atom: L_i row by row (9), a_i, Gamma_i."
+
+def cached_covariance(noise_cache: torch.Tensor) -> Covariance:
+    "The `Covariance` (Sigma_i = L_i L_i^T, Gamma_i, a_i) of atoms whose `noise_cache` rows [N, 11] are given."
+    if noise_cache.ndim != 2 or noise_cache.shape[1] != NOISE_CACHE_COLUMNS:
+        raise ValueError(f"noise_cache must be [N, {NOISE_CACHE_COLUMNS}] (L_i row by row, a_i, Gamma_i), got {tuple(noise_cache.shape)}")
+    L = noise_cache[:, :9].reshape(-1, 3, 3)
+    return Covariance(L @ L.transpose(1, 2), noise_cache[:, 10], noise_cache[:, 9])
+
 @torch.no_grad()
 def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progress: bool = False) -> list:
-    "Copies of `structures` that carry the frozen generator's L_i = Cholesky(Sigma_i), a_i and Gamma_i per atom."
+    "Copies of `structures` whose `noise_cache` [n, 11] holds the frozen generator's L_i = Cholesky(Sigma_i), a_i, Gamma_i."
     from torch_geometric.loader import DataLoader
     if not model.generator.learned:
         raise ValueError(f"method {model.method!r} has no learned generator: there is nothing to cache")
@@ -288,7 +300,7 @@ def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progr
             for k in range(int(b.num_graphs)):
                 s = structures[len(out)].clone()
                 lo, hi = int(b.ptr[k]), int(b.ptr[k + 1])
-                s.noise_chol, s.noise_a, s.noise_gamma = L[lo:hi].clone(), cov.a[lo:hi].clone(), cov.gamma_sum[lo:hi].clone()
+                s.noise_cache = torch.cat([L[lo:hi].reshape(-1, 9), cov.a[lo:hi, None], cov.gamma_sum[lo:hi, None]], 1)
                 out.append(s)
     finally:
         model.train(was_training)

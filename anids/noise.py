@@ -73,23 +73,25 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     return a[:, None, None] * cov_unit, gamma_sum
 
 # %% ../nbs/04_noise.ipynb #70c2ec30
-def sample_anisotropic(cov_matrix: torch.Tensor,        # [N, 3, 3] covariances
+def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances (may be None when L is given)
                        generator: torch.Generator|None = None,  # torch RNG for reproducible draws
                        L: torch.Tensor|None = None,     # its Cholesky factors, if already known (cached)
                       ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     "Draw noise_i = L_i eps_i with L_i = Cholesky(Sigma_i), eps_i ~ N(0, I); returns (noise, L, eps)."
-    if cov_matrix.ndim != 3 or cov_matrix.shape[1:] != (3, 3):
-        raise ValueError(f"cov_matrix must be [N, 3, 3], got {tuple(cov_matrix.shape)}")
+    if cov_matrix is None and L is None: raise ValueError("give cov_matrix or its Cholesky factors L")
+    ref = cov_matrix if cov_matrix is not None else L
+    if ref.ndim != 3 or ref.shape[1:] != (3, 3):
+        raise ValueError(f"{'cov_matrix' if cov_matrix is not None else 'L'} must be [N, 3, 3], got {tuple(ref.shape)}")
     if L is not None:
-        if L.shape != cov_matrix.shape:
-            raise ValueError(f"L must have the shape of cov_matrix {tuple(cov_matrix.shape)}, got {tuple(L.shape)}")
-        info = torch.zeros(cov_matrix.shape[0], dtype=torch.int32)
+        if L.shape != ref.shape:
+            raise ValueError(f"L must have the shape of cov_matrix {tuple(ref.shape)}, got {tuple(L.shape)}")
     else:
         L, info = torch.linalg.cholesky_ex(cov_matrix)
-    if bool((info > 0).any()):
-        k = int(torch.nonzero(info > 0)[0, 0])
-        raise ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
-    eps = torch.randn(cov_matrix.shape[0], 3, dtype=cov_matrix.dtype, device=cov_matrix.device, generator=generator)
+        if bool((info > 0).any()):
+            k = int(torch.nonzero(info > 0)[0, 0])
+            raise ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
+    # a given L is trusted (cached Cholesky factors of a frozen generator, checked when they were made)
+    eps = torch.randn(L.shape[0], 3, dtype=L.dtype, device=L.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)
     return noise, L, eps
 

@@ -12,8 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
 from torch.optim.swa_utils import AveragedModel
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
-from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, covariance_stats
-from .noise import Covariance
+from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats
 from .losses import LossWeights
 from .statistics import atomic_reference_energies
 from .units import energy_factor
@@ -24,7 +23,7 @@ __all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE',
            'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config', 'cosine_with_warmup',
            'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs',
            'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'force_rms',
-           'output_scale', 'TrainingClock', 'RunProgress', 'fit']
+           'output_scale', 'TrainingClock', 'RunProgress', 'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -422,9 +421,8 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
 # %% ../nbs/07_train.ipynb #200701f9
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
     "What a frozen psi does on the whole training set (the per-epoch log of joint training, measured once)."
-    L = torch.cat([s.noise_chol for s in structures]).double()
-    cov = Covariance(L @ L.transpose(1, 2), torch.cat([s.noise_gamma for s in structures]).double(),
-                     torch.cat([s.noise_a for s in structures]).double())
+    cov = cached_covariance(torch.cat([s.noise_cache for s in structures]).double())
+    L = torch.linalg.cholesky(cov.matrix)
     return covariance_stats(cov, L, torch.ones(L.shape[0], dtype=torch.bool), sigma_p)
 
 def force_rms(structures) -> float:
@@ -513,20 +511,14 @@ def _quiet_lightning():
     warnings.filterwarnings("ignore", message=r".*Experiment logs directory .* exists and is not empty.*")
     warnings.filterwarnings("ignore", message=r".*Checkpoint directory .* exists and is not empty.*")
 
-def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
-        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
-        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
-        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
-        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
-        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
-       ) -> dict:
-    "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
-    t0 = time.time()
+def prepare_training(train_set, config: TrainConfig,
+                     pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
+                    ) -> tuple["AniDSModule", TrainConfig, list, dict]:
+    """Everything `fit` does before the training loop: the per-element reference energies and output scale of
+    `train_set`, the model, the pretrained weights, which scheme psi follows (`generator_scheme`), and for a frozen psi
+    its covariances cached on copies of the training structures. Returns (module, config with train_generator
+    decided, training structures to use, information for metrics.json)."""
     if len(train_set) == 0: raise ValueError("the training set is empty")
-    if len(val_set) == 0: raise ValueError("the validation set is empty")
-    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
-    if config.threads > 0: torch.set_num_threads(config.threads)
-    L.seed_everything(config.seed, workers=True, verbose=False)
     pre = config.scheme == "pretrain"
     refs = {} if pre else atomic_reference_energies(train_set)
     scale = 1.0 if pre else output_scale(train_set, refs)
@@ -534,10 +526,11 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                 generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
-    src = None
+    src, info = None, {}
     if pretrained is not None:
         pretrained = resolve_pretrained(pretrained, config)
         src = load_model(pretrained)
+    info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
     if src is not None:
@@ -556,8 +549,28 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
             # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
             t_cache = time.time()
             train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
-            extra = {**(extra or {}), "covariance_cache_s": time.time() - t_cache,
-                     "frozen_generator_stats": _cached_noise_stats(train_set, config.sigma_p)}
+            info.update(covariance_cache_s=time.time() - t_cache,
+                        frozen_generator_stats=_cached_noise_stats(train_set, config.sigma_p))
+    return module, config, list(train_set), info
+
+def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
+        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
+        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
+        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
+        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
+        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
+       ) -> dict:
+    "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
+    t0 = time.time()
+    if len(train_set) == 0: raise ValueError("the training set is empty")
+    if len(val_set) == 0: raise ValueError("the validation set is empty")
+    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    if config.threads > 0: torch.set_num_threads(config.threads)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    pre = config.scheme == "pretrain"
+    module, config, train_set, prep = prepare_training(train_set, config, pretrained)
+    spec, pretrained = module.hparams.model_spec, prep.pop("pretrained")
+    extra = {**(extra or {}), **prep}
     clock = TrainingClock()
     extra_callbacks, callbacks = callbacks, [clock, ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
                                  mode="min", save_last=True)]
@@ -582,7 +595,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                         logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
                         gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
                         check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
-                        log_every_n_steps=max(1, min(50, steps_per_epoch)))
+                        log_every_n_steps=max(1, min(50, module.steps_per_epoch)))
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     trainer.fit(module, ckpt_path=resume, **loaders)

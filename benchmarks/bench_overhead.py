@@ -5,10 +5,21 @@
 
 Three runs on the same structures, backbone and recipe (md17-demo): no noise; AniDS with psi frozen (the shipped QM9
 pre-trained generator; its Sigma_i cached once before training, reported separately); AniDS with psi trained jointly
-(Algorithm 2 from scratch). Each run's seconds per epoch are the median over its epochs after the first. The three
-runs alternate `--rounds` times, so a change of the machine's load hits all three alike; the ratios are the medians
-of the per-round ratios. Writes results/bench_overhead.json: the ratios first, then the runs, and the machine, load,
-threads and package versions before and after (benchmarks/_env.py)."""
+(Algorithm 2 from scratch). Two measurements:
+
+- Lightning epochs (`ratios`): each run is a whole `anids.train.fit`; its seconds per epoch are the median over its
+  epochs after the first. The three runs alternate `--rounds` times and the ratios are the medians of the per-round
+  ratios. On a shared virtual machine the speed of the CPU drifts by tens of percent over tens of seconds (measured
+  here: the same run 31 and 40 ms per step a minute apart), which a run-by-run comparison cannot cancel.
+- Interleaved steps (`ratios_interleaved`): the three runs are prepared exactly as `fit` prepares them
+  (`anids.train.prepare_training`: the same model, pretrained weights, frozen or trained psi, cached covariances) and
+  their training steps (loss, backward, gradient clipping, fused AdamW, the EMA of the trainable weights, the joint
+  run's generator statistics every NOISE_STATS_EVERY-th step) run one after the other, step by step, in a rotating
+  order; an epoch's time is the sum of its steps and data loading. A drift of the machine then hits the three alike.
+  What this leaves out is Lightning's own per-step bookkeeping, the same for the three runs.
+
+Writes results/bench_overhead.json: the ratios first, then the runs, and the machine, load, threads and package
+versions before and after (benchmarks/_env.py)."""
 import argparse, json, os, statistics, sys, tempfile, time
 from pathlib import Path
 
@@ -19,7 +30,7 @@ import torch   # noqa: E402
 from lightning.pytorch.callbacks import Callback
 
 from anids import data as D
-from anids.train import make_config, fit
+from anids.train import make_config, fit, prepare_training, NOISE_STATS_EVERY, _TrainableAveragedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment, load_warning   # noqa: E402
@@ -31,6 +42,53 @@ class EpochTimer(Callback):
     def on_train_epoch_end(self, trainer, module): self.times.append(time.perf_counter() - self._t)
 
 
+RUNS = {"none": dict(method="none", pretrained=None), "anids_frozen_cached": dict(method="anids", pretrained="qm9"),
+        "anids_joint": dict(method="anids", pretrained=None)}
+
+
+def interleaved(train, threads: int, epochs: int, seed: int = 0) -> dict:
+    "Epoch times of the three runs with their training steps interleaved one by one (see the module docstring)."
+    from torch_geometric.loader import DataLoader
+    runs = {}
+    for name, r in RUNS.items():
+        cfg = make_config("md17-demo", method=r["method"], epochs=epochs, threads=threads, progress=False, seed=seed)
+        torch.manual_seed(seed)
+        module, cfg, ts, _ = prepare_training(train, cfg, r["pretrained"])
+        opt = module.configure_optimizers()["optimizer"]
+        ema = _TrainableAveragedModel(module.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
+        params = [p for g in opt.param_groups for p in g["params"]]
+        runs[name] = (module, ts, opt, ema, params, cfg)
+    names, epoch_s = list(runs), {name: [] for name in runs}
+    for ep in range(epochs):
+        its = {}
+        for name, (module, ts, *_) in runs.items():
+            its[name] = iter(DataLoader(ts, batch_size=module.cfg.batch_size, shuffle=True,
+                                        generator=torch.Generator().manual_seed(1000 * seed + ep)))
+        spent, k, done = dict.fromkeys(names, 0.0), 0, False
+        while not done:
+            for name in names[k % 3:] + names[:k % 3]:
+                module, ts, opt, ema, params, cfg = runs[name]
+                t0 = time.perf_counter()
+                batch = next(its[name], None)
+                if batch is None: done = True; break
+                stats = {} if module.noise_cfg.train_generator and k % NOISE_STATS_EVERY == 0 else None
+                total, _ = module.model.losses(batch, module.noise_cfg, module.current_weights(), stats=stats)
+                opt.zero_grad(set_to_none=True)
+                total.backward()
+                if cfg.grad_clip: torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
+                opt.step()
+                if ema is not None: ema.update_parameters(module.model)
+                spent[name] += time.perf_counter() - t0
+            k += 1
+        for name in names: epoch_s[name].append(spent[name])
+        print(f"interleaved epoch {ep + 1}/{epochs}: " + ", ".join(f"{n} {spent[n]:.2f} s" for n in names), flush=True)
+    per_epoch = [{"frozen_cached_over_none": epoch_s["anids_frozen_cached"][e] / epoch_s["none"][e],
+                  "joint_over_none": epoch_s["anids_joint"][e] / epoch_s["none"][e]} for e in range(1, epochs)]
+    return {"ratios": {key: statistics.median(r[key] for r in per_epoch) for key in per_epoch[0]},
+            "ratios_by_epoch": per_epoch, "epoch_seconds": epoch_s, "epochs": epochs,
+            "note": "ratios: medians over the epochs after the first"}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", help="extxyz with energies and forces (default: bundled ethanol)")
@@ -38,13 +96,13 @@ def main(argv=None):
     p.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is not timed (default 4)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="the three runs alternate this many times (default 3)")
+    p.add_argument("--interleaved-epochs", type=int, default=6, help="epochs of the interleaved-steps measurement (0: skip)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "bench_overhead.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     frames = D.read_structures(a.train) if a.train else D.load_md17("ethanol")
     train, val = frames[:a.n], frames[a.n:a.n + 20]
-    runs = {"none": dict(method="none", pretrained=None), "anids_frozen_cached": dict(method="anids", pretrained="qm9"),
-            "anids_joint": dict(method="anids", pretrained=None)}
+    runs = RUNS
     env_before = environment()
     res = {name: {"seconds_per_epoch_by_round": [], "epoch_times_s": []} for name in runs}
     per_round = []
@@ -67,9 +125,14 @@ def main(argv=None):
     ratios = {k: statistics.median([r[k] for r in per_round]) for k in per_round[0]}
     print(f"ratios (median over {a.rounds} rounds): frozen (cached) / none = {ratios['frozen_cached_over_none']:.3f}; "
           f"joint / none = {ratios['joint_over_none']:.3f}")
+    inter = interleaved(train, a.threads, a.interleaved_epochs) if a.interleaved_epochs > 1 else None
+    if inter:
+        print(f"ratios, interleaved steps (median over {a.interleaved_epochs - 1} epochs): frozen (cached) / none = "
+              f"{inter['ratios']['frozen_cached_over_none']:.3f}; joint / none = {inter['ratios']['joint_over_none']:.3f}")
     env_after = environment()
     if (w := load_warning(env_before, env_after)): print(w)
-    out = {"ratios": ratios, "ratios_by_round": per_round, "targets": {"frozen_cached_over_none": 1.03, "joint_over_none": 1.15},
+    out = {"ratios": ratios, "ratios_interleaved": inter["ratios"] if inter else None, "ratios_by_round": per_round,
+           "interleaved": inter, "targets": {"frozen_cached_over_none": 1.03, "joint_over_none": 1.15},
            "runs": res, "settings": vars(a), "n_train": len(train), "backbone": "painn demo",
            "environment_before": env_before, "environment_after": env_after}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

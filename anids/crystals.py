@@ -38,6 +38,8 @@ CRYSTAL_TABLES = {
                       "and forces (eV/A), e.g. with fairchem's dataset readers and ase.io.write")),
     # Table 4: trained on MPtrj, tested on 15k random Alexandria structures
     "mptrj_alexandria": dict(kind="mptrj_alexandria", recipe="mptrj", system="mptrj", dataset="MPtrj (train) -> Alexandria (15k test)",
+                 # the paper's EquiformerV2 rows have their own recipe (direct forces, a direct stress head, App. C)
+                 backbone_recipes={"equiformer_v2": "mptrj-eqv2"},
                  paper_files=dict(train="mptrj_train.extxyz", tests={"alexandria": "alexandria_15k.extxyz"}),
                  stress_key="stress",
                  paper_rows={"dens": "EquiformerV2 + DeNS", "anids": "EquiformerV2 + AniDS (ours)", "mace": "MACE-MP-0"},
@@ -128,7 +130,7 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
     if table not in CRYSTAL_TABLES: raise ValueError(f"unknown table {table!r}; known: {list(CRYSTAL_TABLES)}")
     if preset not in CRYSTAL_PRESETS: raise ValueError(f"unknown preset {preset!r}; use one of {CRYSTAL_PRESETS}")
     spec = CRYSTAL_TABLES[table]
-    recipe = spec["recipe"] if preset == "paper" else CPU_RECIPE
+    recipe = spec.get("backbone_recipes", {}).get(backbone, spec["recipe"]) if preset == "paper" else CPU_RECIPE
     base = RECIPES[recipe]
     settings = dict(accelerator=device)
     if preset == "tiny":

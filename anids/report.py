@@ -664,7 +664,10 @@ def cost_section(results_dir) -> Section:
                                + (f"; then {s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else ""),
                                [], machine_of(d), _short_rev(d)))
         used.append(oh.name)
-    notes = ["The paper: one H100. Absolute times depend on the machine and its load; the ratio to no noise is the comparable number.",
+    notes = (["bench_overhead's control run (psi frozen and cached, no structure corrupted) / no noise, interleaved steps: "
+              f"{d['ratios_interleaved']['frozen_cached_p0_over_none']:.3f}"]
+             if oh.is_file() and "frozen_cached_p0_over_none" in (d.get("ratios_interleaved") or {}) else [])
+    notes += ["The paper: one H100. Absolute times depend on the machine and its load; the ratio to no noise is the comparable number.",
              "Our DeNS adds no parameters (fixed isotropic noise); DenoiseVAE and AniDS add their generator.",
              "The paper does not say whether its generator was trained or frozen in this timing; its one AniDS ratio is set beside both of ours."]
     return Section("computational_cost", paper.title, df, paper, MEASURED if files else NOT_RUN, prov, notes, used, extra, data)

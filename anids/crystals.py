@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 from . import data as D
-from .train import RECIPES, TrainConfig, make_config, fit, evaluate, in_units
+from .train import RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE
 from .cli import build_parser, load_sets
 from .structures import validate_structures
 from .noise import NOISE_METHODS
@@ -260,6 +260,11 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
         m = json.loads(mfile.read_text())
         check_same_run(m, cfg, train_file, run_dir)
         status = "read"
+    elif (run_dir / DIVERGED_FILE).is_file():
+        # a run that diverged earlier (e.g. started with anids-train) is a result: counted, never averaged, never
+        # resumed from its diverged checkpoint (delete the folder to train it again, e.g. with other settings)
+        return {**rec, "status": "diverged", "diverged": json.loads((run_dir / DIVERGED_FILE).read_text())["error"],
+                "tests": {n: {} for n in names}}
     elif read_only:
         return {**rec, "status": "missing", "tests": {},
                 "note": "not finished: no metrics.json" if run_dir.exists() else "no run folder"}

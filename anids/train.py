@@ -20,7 +20,7 @@ from .provenance import repo_root, versions
 
 # %% auto #0
 __all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES', 'NOISE_STATS_EVERY',
-           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'TrainConfig', 'make_config', 'cosine_with_warmup',
+           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DIVERGED_FILE', 'TrainConfig', 'make_config', 'cosine_with_warmup',
            'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs',
            'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'force_rms',
            'output_scale', 'TrainingClock', 'RunProgress', 'prepare_training', 'fit']
@@ -511,6 +511,9 @@ def _quiet_lightning():
     warnings.filterwarnings("ignore", message=r".*Experiment logs directory .* exists and is not empty.*")
     warnings.filterwarnings("ignore", message=r".*Checkpoint directory .* exists and is not empty.*")
 
+DIVERGED_FILE = "diverged.json"
+"Written into a run's folder (instead of metrics.json) when its training diverges."
+
 def prepare_training(train_set, config: TrainConfig,
                      pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
                     ) -> tuple["AniDSModule", TrainConfig, list, dict]:
@@ -614,9 +617,15 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
         if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):
-            raise FloatingPointError(f"training diverged: the model predicts non-finite energies or forces after "
-                                     f"{trainer.global_step} steps (lr {config.lr}); lower the learning rate or set "
-                                     f"grad_clip. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")
+            msg = (f"training diverged: the model predicts non-finite energies or forces after {trainer.global_step} steps "
+                   f"(lr {config.lr}); lower the learning rate or set grad_clip. The last checkpoint is in "
+                   f"{out_dir / 'checkpoints'}; no metrics.json written")
+            # a marker next to the checkpoints, so that whoever collects runs later (the crystal and ablation tables)
+            # can tell a diverged run from one that has not finished
+            if trainer.is_global_zero:
+                (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": trainer.global_step,
+                                                                 "config": asdict(config)}, indent=1, default=str))
+            raise FloatingPointError(msg)
         if test_set is not None and len(test_set):
             metrics["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)
     metrics["wall_time_s"] = time.time() - t0

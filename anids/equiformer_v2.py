@@ -7,8 +7,9 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
+from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
 
@@ -291,6 +292,42 @@ class _Edges:
         return _Edges(self.src[keep], self.dst[keep], self.num_nodes, self.rbf[keep], self.z_src[keep], self.z_dst[keep],
                       self.D_to[keep], self.D_back[keep], self.batch)
 
+class _ChunkedEdges:
+    """The edges of a big graph in eval mode (`EquiformerV2.edge_chunk_size`): chunks of whole neighbourhoods
+    (`anids.graphs.edge_chunks`). Only the edge vectors [E, 3] are stored for all edges; each chunk's distances, Gaussians
+    and Wigner matrices are computed inside the chunk (`geometry`), forward and backward (`anids.graphs.edge_chunk_map`)."""
+    def __init__(self, geometry, vec, edge_index, z, num_nodes, batch, chunk_size):
+        self.geometry, self.vec, self.edge_index, self.z = geometry, vec, edge_index, z
+        self.num_nodes, self.batch, self.chunk_size = num_nodes, batch, chunk_size
+        self.chunks = edge_chunks(edge_index, num_nodes, chunk_size)
+
+    @property
+    def dst(self) -> torch.Tensor: return self.edge_index[1]
+
+    def select(self, keep: torch.Tensor) -> "_ChunkedEdges":
+        "The edges where `keep` [E] is True (node count and batch unchanged), chunked again."
+        return _ChunkedEdges(self.geometry, self.vec[keep], self.edge_index[:, keep], self.z, self.num_nodes, self.batch,
+                             self.chunk_size)
+
+    def map(self, fn, inputs, params) -> torch.Tensor:
+        """Per-centre sums over the edges a chunk at a time: fn(e, *rows) -> [n, ...] for a chunk's `_Edges` e (local
+        centre index e.dst, n = e.num_nodes centres) and the chunk's rows of `inputs` ((kind, tensor) pairs); [N, ...]."""
+        def chunk_fn(i_local, n, vec, z_src, z_dst, *rows):
+            rbf, D_to, D_back = self.geometry(vec)
+            return (fn(_Edges(None, i_local, n, rbf, z_src, z_dst, D_to, D_back, None), *rows),)
+        (out,) = edge_chunk_map(chunk_fn, self.edge_index, self.chunks,
+                                [("edge", self.vec), ("neighbour", self.z), ("centre", self.z), *inputs], ("centre",),
+                                list(params))
+        return out
+
+    def per_atom(self, fn, x: torch.Tensor) -> torch.Tensor:
+        """fn (an atom-wise map) on the atoms of one chunk at a time: the feed-forward blocks' S^2 grid values exist for a
+        few atoms only; with autograd on, each piece is recomputed in the backward pass (torch.utils.checkpoint)."""
+        pieces = x.split(self.chunks.centre_sizes)
+        if torch.is_grad_enabled():
+            return torch.cat([checkpoint(fn, p, use_reentrant=False, preserve_rng_state=False) for p in pieces])
+        return torch.cat([fn(p) for p in pieces])
+
 class SO2EquivariantGraphAttention(nn.Module):
     """Equivariant graph attention: messages from [x_j; x_i] rotated to the edge frame, SO(2) convolution with radial
     weights, separable S^2 activation, second SO(2) convolution; attention weights from the invariant m = 0 outputs
@@ -309,9 +346,22 @@ class SO2EquivariantGraphAttention(nn.Module):
         self.conv2 = SO2Convolution(layout, hidden_channels, num_heads * value_channels)
         self.proj = SO3Linear(num_heads * value_channels, output_channels, layout.lmax)
 
-    def forward(self, x, e: _Edges, grids):
+    def forward(self, x, e: _Edges|_ChunkedEdges, grids):
+        if isinstance(e, _ChunkedEdges):    # eval mode, big graph: the edges one chunk of neighbourhoods at a time
+            agg = e.map(lambda ec, x_src, x_dst: self.aggregate(x_src, x_dst, ec, grids), [("neighbour", x), ("centre", x)],
+                        self.edge_parameters())
+        else:
+            agg = self.aggregate(x.index_select(0, e.src), x.index_select(0, e.dst), e, grids)
+        return self.proj(agg)
+
+    def edge_parameters(self) -> list[nn.Parameter]:
+        "The weights of the per-edge part (all but the final projection)."
+        return [p for n, p in self.named_parameters() if not n.startswith("proj.")]
+
+    def aggregate(self, x_src, x_dst, e: _Edges, grids):
+        "Sum over each centre's neighbours of the attention-weighted messages, before the projection: [num_nodes, K, H V]."
         T, Fm = grids
-        msg = torch.cat([x.index_select(0, e.src), x.index_select(0, e.dst)], dim=2)   # [E, K, 2C]
+        msg = torch.cat([x_src, x_dst], dim=2)                                         # [E, K, 2C]
         msg = torch.bmm(e.D_to, msg)                                                   # [E, K', 2C] edge frame
         msg, extra = self.conv1(msg, self.radial(e.rbf, e.z_src, e.z_dst))
         alpha, gate = extra.split([self.H * self.A, self.hidden], dim=1)
@@ -323,7 +373,7 @@ class SO2EquivariantGraphAttention(nn.Module):
         E, K = msg.shape[:2]
         msg = (msg.view(E, K, self.H, self.V) * a[:, None, :, None]).view(E, K, self.H * self.V)
         msg = torch.bmm(e.D_back, msg)                                                 # [E, K, H V] global frame
-        return self.proj(scatter(msg, e.dst, 0, dim_size=e.num_nodes))
+        return scatter(msg, e.dst, 0, dim_size=e.num_nodes)
 
 class FeedForwardS2(nn.Module):
     """Feed-forward block: SO(3)-linear; separable S^2 activation (l = 0: SiLU of a Linear of the input scalars;
@@ -364,10 +414,11 @@ class TransformerBlock(nn.Module):
         self.ffn = FeedForwardS2(L, sphere_channels, ffn_hidden_channels, sphere_channels, use_grid_mlp)
         self.drop_path_rate = drop_path_rate
         self.proj_drop = EquivariantDropout(proj_drop)
-    def forward(self, x, e: _Edges, edge_grids, node_grids):
+    def forward(self, x, e: _Edges|_ChunkedEdges, edge_grids, node_grids):
         y = self.ga(self.norm_1(x), e, edge_grids)
         x = x + self.proj_drop(graph_drop_path(y, e.batch, self.drop_path_rate, self.training))
-        y = self.ffn(self.norm_2(x), node_grids)
+        if isinstance(e, _ChunkedEdges): y = e.per_atom(lambda h: self.ffn(self.norm_2(h), node_grids), x)
+        else: y = self.ffn(self.norm_2(x), node_grids)
         return x + self.proj_drop(graph_drop_path(y, e.batch, self.drop_path_rate, self.training))
 
 class EdgeDegreeEmbedding(nn.Module):
@@ -376,10 +427,13 @@ class EdgeDegreeEmbedding(nn.Module):
         super().__init__()
         self.n0, self.C, self.avg_degree = layout.lmax + 1, channels, avg_degree
         self.radial = RadialFunction(num_basis, edge_channels, self.n0 * channels, max_num_elements)
-    def forward(self, e: _Edges):
+    def forward(self, e: _Edges|_ChunkedEdges):
+        if isinstance(e, _ChunkedEdges): return e.map(lambda ec: self.aggregate(ec), [], self.radial.parameters()) / self.avg_degree
+        return self.aggregate(e) / self.avg_degree
+    def aggregate(self, e: _Edges):
         w = self.radial(e.rbf, e.z_src, e.z_dst).view(-1, self.n0, self.C)
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
-        return scatter(msg, e.dst, 0, dim_size=e.num_nodes) / self.avg_degree
+        return scatter(msg, e.dst, 0, dim_size=e.num_nodes)
 
 # %% ../nbs/11_equiformer_v2.ipynb #1e30908d
 class StressHead(nn.Module):
@@ -392,9 +446,11 @@ class StressHead(nn.Module):
         # e3nn's Clebsch-Gordan coefficients 1 x 1 -> 2, scaled so the 5 traceless symmetric matrices are orthonormal
         self.const = ConstantTables(basis=math.sqrt(5.0) * o3.wigner_3j(1, 1, 2, dtype=torch.float64))   # [3, 3, 5]
 
-    def irreps(self, x, batch, node_grids) -> tuple[torch.Tensor, torch.Tensor]:
-        "Per-structure isotropic part s [B] and l = 2 coefficients c [B, 5]: means over each structure's atoms."
-        y = self.ffn(x, node_grids)[:, :, 0]                       # [N, K] in e3nn order: l = 0 at 0, l = 2 at 4..8
+    def irreps(self, x, batch, node_grids, per_atom=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-structure isotropic part s [B] and l = 2 coefficients c [B, 5]: means over each structure's atoms
+        (`per_atom(fn, x)`: how the atom-wise FFN is applied, e.g. a chunk of atoms at a time; None: all at once)."""
+        ffn = lambda h: self.ffn(h, node_grids)
+        y = (ffn(x) if per_atom is None else per_atom(ffn, x))[:, :, 0]   # [N, K] in e3nn order: l = 0 at 0, l = 2 at 4..8
         mean = scatter(torch.cat([y[:, :1], y[:, 4:9]], dim=1), batch, 0, reduce="mean")
         return mean[:, 0], mean[:, 1:]
 
@@ -404,8 +460,8 @@ class StressHead(nn.Module):
         eye = torch.eye(3, dtype=aniso.dtype, device=aniso.device)
         return iso[:, None, None] * eye + torch.einsum("ijm,bm->bij", basis, aniso)
 
-    def forward(self, x, batch, node_grids) -> torch.Tensor:
-        return self.compose(*self.irreps(x, batch, node_grids))
+    def forward(self, x, batch, node_grids, per_atom=None) -> torch.Tensor:
+        return self.compose(*self.irreps(x, batch, node_grids, per_atom))
 
 
 # %% ../nbs/11_equiformer_v2.ipynb #3c81e492
@@ -438,12 +494,16 @@ class EquiformerV2(Backbone):
                  use_grid_mlp: bool = False,         # FFN: MLP on the S^2 grid (True) or separable S^2 SiLU (False)
                  weight_init: str = "normal",        # 'normal' (std 1/sqrt(fan_in)) or 'uniform' (PyTorch's default)
                  stress_head: bool = False,          # direct stress head (StressHead): BackboneOutput.stress [B, 3, 3]
+                 edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edges at most this many at a time (None: all)
                 ):
         super().__init__()
         if num_layers < 1: raise ValueError("num_layers must be >= 1")
         if lmax < 1: raise ValueError("lmax must be >= 1 (the vector output is the l = 1 part)")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
         if weight_init not in ("uniform", "normal"): raise ValueError(f"weight_init must be 'uniform' or 'normal', got {weight_init!r}")
+        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        self.edge_chunk_size = edge_chunk_size
         self.layout = lay = CoefficientLayout(lmax, mmax)
         self.cutoff, self.max_neighbors = float(cutoff), max_neighbors
         self.num_scalar_features = sphere_channels
@@ -480,20 +540,34 @@ class EquiformerV2(Backbone):
                     fan_in = mod.in_features if isinstance(mod, nn.Linear) else mod.c_in
                     nn.init.normal_(mod.weight, 0.0, 1 / math.sqrt(fan_in))
 
-    def _edges(self, z, pos, graph: Graph, batch) -> _Edges:
-        j, i = graph.edge_index
-        vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
+    def edge_geometry(self, vec: torch.Tensor):
+        """Gaussians of the distances [E, num_radial_basis], Wigner matrices into the edge frames (kept rows) D_to [E, K', K]
+        and back (rescaled) D_back [E, K, K'] of edge vectors vec = X_j + shift - X_i [E, 3]."""
         d = torch.sqrt((vec * vec).sum(-1).clamp_min(1e-20))
         D = self.wigner(edge_alignment(vec / d[:, None]))   # [E, K, K]
         D_to = D.index_select(1, self.reduced)                                                   # [E, K', K]
-        D_back = D.transpose(1, 2).index_select(2, self.reduced) * self.grids.get("rescale", pos.dtype, pos.device)
-        return _Edges(j, i, z.shape[0], self.distance_expansion(d), z.index_select(0, j), z.index_select(0, i),
-                      D_to, D_back, batch)
+        D_back = D.transpose(1, 2).index_select(2, self.reduced) * self.grids.get("rescale", vec.dtype, vec.device)
+        return self.distance_expansion(d), D_to, D_back
+
+    def _edges(self, z, pos, graph: Graph, batch) -> _Edges:
+        j, i = graph.edge_index
+        vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
+        rbf, D_to, D_back = self.edge_geometry(vec)
+        return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch)
+
+    def uses_chunks(self, graph: Graph) -> bool:
+        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
+        return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
         self.check_inputs(z, pos, force_encoding, vector_atoms)
         N, K = z.shape[0], self.layout.num_coefficients
-        e = self._edges(z, pos, graph, batch)
+        chunked = self.uses_chunks(graph)
+        if chunked:   # only the edge vectors are kept for all edges; the rest is computed a chunk at a time
+            e = _ChunkedEdges(self.edge_geometry, -edge_vectors(pos, graph), graph.edge_index, z, N, batch, self.edge_chunk_size)
+        else:
+            e = self._edges(z, pos, graph, batch)
+        per_atom = e.per_atom if chunked else None
         g = lambda n: self.grids.get(n, pos.dtype, pos.device)
         edge_grids, node_grids = (g("edge_T"), g("edge_F")), (g("node_T"), g("node_F"))
         x = torch.cat([self.sphere_embedding(z)[:, None],
@@ -510,7 +584,8 @@ class EquiformerV2(Backbone):
         for block in self.blocks:
             x = block(x, e, edge_grids, node_grids)
         x = self.norm(x)
-        energy = self.energy_block(x, node_grids)[:, 0, 0] / self.avg_num_nodes
+        energy_ffn = lambda h: self.energy_block(h, node_grids)
+        energy = (per_atom(energy_ffn, x) if chunked else energy_ffn(x))[:, 0, 0] / self.avg_num_nodes
         if vector_atoms is None:
             vector = self.force_block(x, e, edge_grids)[:, 1:4, 0]
         elif vector_atoms.numel() == 0:
@@ -518,7 +593,7 @@ class EquiformerV2(Backbone):
         else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
             keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
             vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
-        stress = self.stress_block(x, batch, node_grids) if self.predicts_stress else None
+        stress = self.stress_block(x, batch, node_grids, per_atom) if self.predicts_stress else None
         return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, stress=stress)
 
 # %% ../nbs/11_equiformer_v2.ipynb #45c4f18a

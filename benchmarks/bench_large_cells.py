@@ -3,6 +3,7 @@
 
     nice -n 10 python benchmarks/bench_large_cells.py                      # 10^3 ... 10^5 atoms, ~15 min on 1 thread
     python benchmarks/bench_large_cells.py --sizes 1000 3000 --max-unchunked 3000   # a quick look
+    nice -n 10 python benchmarks/bench_large_cells.py --backbone equiformer_v2 --tasks both   # EquiformerV2 (mptrj)
 
 The structures are rattled Si diamond supercells, `ase.build.bulk("Si", cubic=True).repeat(r)` with the repeats of
 SIZES (1 000, 3 072, 10 368, 30 720 and 100 000 atoms, 28 neighbours per atom within 5 A), rattled by 0.05 A (seed
@@ -26,6 +27,15 @@ peaks of the previous sizes predicts more than `--max-rss-gb`. Where both paths 
 Sigma_i are compared (float32, so agreement to rounding, not to 1e-10; the float64 identity is a test in
 nbs/03_painn.ipynb, nbs/04_noise.ipynb and nbs/06_model.ipynb).
 
+`--backbone equiformer_v2` measures the MPtrj EquiformerV2 recipe instead (`mptrj-eqv2` in anids.train):
+`build_model("equiformer_v2", preset="mptrj", generator_preset="mptrj_generator", method="anids",
+force_mode="direct", direct_stress=True, seed=0)`: an 8-block, L_max = 4, 128-channel denoiser with direct forces and
+a direct stress head, and a 2-block EquiformerV2 generator encoder; cutoff 12 A with the 20 nearest neighbours (20
+edges per atom). Its sizes are smaller (128 ... 1000 atoms by default): the unchunked path keeps about 1.4 MB per edge
+for the backward pass (`predict` runs with autograd on, the weights require gradients), and one thread does about
+70 atoms per CPU second. Its warm-up is the 8-atom cell with 64-edge chunks (so both paths are warmed up without the
+216-atom cell's unchunked peak), and it writes results/bench_large_cells_equiformer_v2.json.
+
 Prints a table and linear fits (time and peak memory against atoms: slope, intercept, R^2, and the exponent of a
 log-log fit, 1 for linear scaling), and writes results/bench_large_cells.json with the machine, its load before and
 after, the threads and package versions (benchmarks/_env.py). CPU seconds (`time.process_time`) are reported next
@@ -44,9 +54,25 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-SIZES = {1000: (5, 5, 5), 3000: (8, 8, 6), 10000: (12, 12, 9), 30000: (16, 16, 15), 100000: (25, 25, 20)}
+SIZES = {128: (2, 2, 4), 216: (3, 3, 3), 512: (4, 4, 4), 1000: (5, 5, 5), 3000: (8, 8, 6), 10000: (12, 12, 9),
+         30000: (16, 16, 15), 100000: (25, 25, 20)}
 "Nominal size -> repeats of the 8-atom cubic Si cell (8 * product atoms)."
 TASKS = ("covariance", "predict", "both")
+BACKBONES = {
+    "painn": dict(model=dict(backbone="painn", preset="demo", method="anids", seed=0),
+                  sizes=[1000, 3000, 10000, 30000, 100000], max_unchunked=11000, warmup=dict(repeat=(3, 3, 3), chunk=None),
+                  out="bench_large_cells.json",
+                  description="PaiNN demo (AniDS generator) on rattled Si supercells: Sigma_i, and energy + forces + stress, "
+                              "chunked (default) and unchunked, one fresh process per run, 1 thread, float32"),
+    "equiformer_v2": dict(model=dict(backbone="equiformer_v2", preset="mptrj", generator_preset="mptrj_generator",
+                                     method="anids", force_mode="direct", direct_stress=True, seed=0),
+                          sizes=[128, 216, 512, 1000], max_unchunked=216, warmup=dict(repeat=(1, 1, 1), chunk=64),
+                          out="bench_large_cells_equiformer_v2.json",
+                          description="EquiformerV2 mptrj (direct forces and stress, EquiformerV2 generator) on rattled Si "
+                                      "supercells: Sigma_i, and energy + forces + stress, chunked (default) and unchunked, "
+                                      "one fresh process per run, 1 thread, float32"),
+}
+"What `--backbone` measures: build_model's arguments, default sizes and unchunked limit, warm-up, output file."
 
 
 def _peak_mb() -> float:
@@ -61,15 +87,20 @@ def worker(spec: dict) -> dict:
     from ase.build import bulk
     from anids.model import build_model, atoms_batch
     from anids.graphs import radius_graph
+    cfg = BACKBONES[spec.get("backbone", "painn")]
     atoms = bulk("Si", cubic=True).repeat(tuple(spec["repeat"]))
     atoms.rattle(0.05, seed=0)
-    model = build_model("painn", preset="demo", method="anids", seed=0).eval()
+    model = build_model(**cfg["model"]).eval()
     if spec["path"] == "unchunked": model.set_edge_chunk_size(None)
     data = atoms_batch([atoms])
-    # warm-up on a 216-atom cell (6 048 edges: both paths run), so that one-time costs are not timed
-    small = bulk("Si", cubic=True).repeat(3)
+    # warm-up (PaiNN: a 216-atom cell, 6 048 edges: both paths run; EquiformerV2: the 8-atom cell, chunked in 64-edge
+    # chunks on the chunked path), so that one-time costs are not timed
+    small = bulk("Si", cubic=True).repeat(cfg["warmup"]["repeat"])
     small.rattle(0.05, seed=1)
+    chunk = model.denoiser.edge_chunk_size
+    if chunk is not None and cfg["warmup"]["chunk"] is not None: model.set_edge_chunk_size(cfg["warmup"]["chunk"])
     model.covariance(atoms_batch([small])); model.predict(atoms_batch([small]), compute_stress=True)
+    model.set_edge_chunk_size(chunk)
     rec = dict(atoms=len(atoms), path=spec["path"], task=spec["task"], chunk=model.denoiser.edge_chunk_size,
                baseline_MB=round(_peak_mb(), 1))
     out = {}
@@ -88,7 +119,8 @@ def worker(spec: dict) -> dict:
                    stress=pred.stress.detach().numpy())
         del pred
     rec["peak_MB"] = _peak_mb()
-    rec["edges"] = radius_graph(data.pos, model.denoiser.cutoff, data.batch, data.cell, data.pbc).num_edges
+    rec["edges"] = radius_graph(data.pos, model.denoiser.cutoff, data.batch, data.cell, data.pbc,
+                                model.denoiser.max_neighbors).num_edges
     if spec.get("save"): np.savez(spec["save"], **out)
     return rec
 
@@ -128,17 +160,22 @@ def compare(a: Path, b: Path) -> dict:
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=list(SIZES), help=f"nominal sizes, from {list(SIZES)}")
-    ap.add_argument("--max-unchunked", type=int, default=11000, help="largest cell (atoms) for the unchunked path")
+    ap.add_argument("--backbone", default="painn", choices=list(BACKBONES), help="the model measured (see BACKBONES)")
+    ap.add_argument("--sizes", type=int, nargs="+", help=f"nominal sizes, from {list(SIZES)} (default: the backbone's)")
+    ap.add_argument("--max-unchunked", type=int, help="largest cell (atoms) for the unchunked path (default: the backbone's)")
     ap.add_argument("--max-rss-gb", type=float, default=4.0, help="skip a chunked run predicted to need more")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per process")
-    ap.add_argument("--out", type=Path, default=ROOT / "results" / "bench_large_cells.json")
+    ap.add_argument("--out", type=Path, help="result file (default: results/ and the backbone's file name)")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
     if a.worker:
         print(json.dumps(worker(json.loads(a.worker))))
         return
+    bb = BACKBONES[a.backbone]
+    a.sizes = a.sizes or bb["sizes"]
+    a.max_unchunked = bb["max_unchunked"] if a.max_unchunked is None else a.max_unchunked
+    a.out = a.out or ROOT / "results" / bb["out"]
     bad = [s for s in a.sizes if s not in SIZES]
     if bad: raise SystemExit(f"unknown size(s) {bad}; choose from {list(SIZES)}")
     from _env import environment, load_warning   # benchmarks/_env.py
@@ -163,7 +200,7 @@ def main(argv=None):
                     continue
             for task in a.tasks:
                 save = tmp / f"{n}_{path}_{task}.npz"
-                rec = run_one(dict(repeat=rep, path=path, task=task, save=str(save)), a.timeout)
+                rec = run_one(dict(backbone=a.backbone, repeat=rep, path=path, task=task, save=str(save)), a.timeout)
                 runs.append(rec)
                 fmt = lambda k: f"{rec[k]:8.2f}" if k in rec else f"{'-':>8s}"   # noqa: E731
                 fmtc = lambda k: f"{rec[k]:7.2f}" if k in rec else f"{'-':>7s}"  # noqa: E731
@@ -198,8 +235,7 @@ def main(argv=None):
     for p in tmp.iterdir(): p.unlink()
     tmp.rmdir()
     report = dict(
-        benchmark="PaiNN demo (AniDS generator) on rattled Si supercells: Sigma_i, and energy + forces + stress, "
-                  "chunked (default) and unchunked, one fresh process per run, 1 thread, float32",
+        benchmark=bb["description"],
         # the headline: Sigma_i + energy, forces and stress of one cell per size and path (the report's summary)
         rows={f"{r['atoms']} atoms {r['path']}": dict(peak_rss_MB=r["peak_MB"], seconds=r["covariance_s"] + r["predict_s"],
                                                      cpu_seconds=r["covariance_cpu_s"] + r["predict_cpu_s"])
@@ -207,7 +243,7 @@ def main(argv=None):
         runs=runs, fits=fits, chunked_vs_unchunked=comparisons, skipped=skipped,
         config=dict(structures="ase.build.bulk('Si', cubic=True).repeat(r), rattled 0.05 A (seed 0)",
                     repeats={str(8 * r[0] * r[1] * r[2]): r for r in SIZES.values()},
-                    model="build_model('painn', preset='demo', method='anids', seed=0).eval()",
+                    model=f"build_model(**{bb['model']!r}).eval()", warmup=bb["warmup"],
                     peak="resource.getrusage(RUSAGE_SELF).ru_maxrss of the process (MB)"),
         settings={k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items() if k != "worker"},
         environment_before=env_before, environment_after=env_after)

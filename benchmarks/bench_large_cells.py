@@ -36,6 +36,12 @@ for the backward pass (`predict` runs with autograd on, the weights require grad
 70 atoms per CPU second. Its warm-up is the 8-atom cell with 64-edge chunks (so both paths are warmed up without the
 216-atom cell's unchunked peak), and it writes results/bench_large_cells_equiformer_v2.json.
 
+With `--malloc-mmap-threshold B` the workers run with glibc's `MALLOC_MMAP_THRESHOLD_=B`. By default glibc serves blocks
+below a threshold that it raises up to 32 MB as big blocks are freed from its heap, which it seldom gives back to
+the system: many short-lived blocks of a few MB (a chunk's per-edge tensors) between long-lived ones make the peak
+resident memory grow well beyond what is alive. A fixed threshold (e.g. 1 MB) maps such blocks and unmaps them when
+freed: the peak then follows the live memory, at the cost of system time (page faults).
+
 Prints a table and linear fits (time and peak memory against atoms: slope, intercept, R^2, and the exponent of a
 log-log fit, 1 for linear scaling), and writes results/bench_large_cells.json with the machine, its load before and
 after, the threads and package versions (benchmarks/_env.py). CPU seconds (`time.process_time`) are reported next
@@ -125,10 +131,11 @@ def worker(spec: dict) -> dict:
     return rec
 
 
-def run_one(spec: dict, timeout: float) -> dict:
-    "`worker(spec)` in a fresh interpreter."
+def run_one(spec: dict, timeout: float, mmap_threshold: int|None = None) -> dict:
+    "`worker(spec)` in a fresh interpreter (with glibc's MALLOC_MMAP_THRESHOLD_ = `mmap_threshold` bytes if given)."
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
                PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    if mmap_threshold is not None: env["MALLOC_MMAP_THRESHOLD_"] = str(mmap_threshold)
     p = subprocess.run([sys.executable, __file__, "--worker", json.dumps(spec)], capture_output=True, text=True,
                        env=env, timeout=timeout)
     if p.returncode != 0:
@@ -164,6 +171,8 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", help=f"nominal sizes, from {list(SIZES)} (default: the backbone's)")
     ap.add_argument("--max-unchunked", type=int, help="largest cell (atoms) for the unchunked path (default: the backbone's)")
     ap.add_argument("--max-rss-gb", type=float, default=4.0, help="skip a chunked run predicted to need more")
+    ap.add_argument("--malloc-mmap-threshold", type=int, help="bytes: glibc's MALLOC_MMAP_THRESHOLD_ for the workers "
+                    "(fixed: blocks of that size and more are mapped and given back when freed; default: glibc's own rule)")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per process")
     ap.add_argument("--out", type=Path, help="result file (default: results/ and the backbone's file name)")
@@ -200,7 +209,8 @@ def main(argv=None):
                     continue
             for task in a.tasks:
                 save = tmp / f"{n}_{path}_{task}.npz"
-                rec = run_one(dict(backbone=a.backbone, repeat=rep, path=path, task=task, save=str(save)), a.timeout)
+                rec = run_one(dict(backbone=a.backbone, repeat=rep, path=path, task=task, save=str(save)), a.timeout,
+                              a.malloc_mmap_threshold)
                 runs.append(rec)
                 fmt = lambda k: f"{rec[k]:8.2f}" if k in rec else f"{'-':>8s}"   # noqa: E731
                 fmtc = lambda k: f"{rec[k]:7.2f}" if k in rec else f"{'-':>7s}"  # noqa: E731
@@ -235,7 +245,8 @@ def main(argv=None):
     for p in tmp.iterdir(): p.unlink()
     tmp.rmdir()
     report = dict(
-        benchmark=bb["description"],
+        benchmark=bb["description"] + ("" if a.malloc_mmap_threshold is None else
+                                       f", glibc MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold}"),
         # the headline: Sigma_i + energy, forces and stress of one cell per size and path (the report's summary)
         rows={f"{r['atoms']} atoms {r['path']}": dict(peak_rss_MB=r["peak_MB"], seconds=r["covariance_s"] + r["predict_s"],
                                                      cpu_seconds=r["covariance_cpu_s"] + r["predict_cpu_s"])

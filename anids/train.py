@@ -421,8 +421,8 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
 # %% ../nbs/07_train.ipynb #200701f9
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
     "What a frozen psi does on the whole training set (the per-epoch log of joint training, measured once)."
-    cov = cached_covariance(torch.cat([s.noise_cache for s in structures]).double())
-    L = torch.linalg.cholesky(cov.matrix)
+    rows = torch.cat([s.noise_cache for s in structures]).double()
+    cov, L = cached_covariance(rows), rows[:, :9].reshape(-1, 3, 3)   # the cache holds L_i: no second Cholesky
     return covariance_stats(cov, L, torch.ones(L.shape[0], dtype=torch.bool), sigma_p)
 
 def force_rms(structures) -> float:
@@ -620,8 +620,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
             msg = (f"training diverged: the model predicts non-finite energies or forces after {trainer.global_step} steps "
                    f"(lr {config.lr}); lower the learning rate or set grad_clip. The last checkpoint is in "
                    f"{out_dir / 'checkpoints'}; no metrics.json written")
-            # a marker next to the checkpoints, so that whoever collects runs later (the crystal and ablation tables)
-            # can tell a diverged run from one that has not finished
+            # a marker next to the checkpoints, so that whoever collects runs later (the crystal tables) can tell a
+            # diverged run from one that has not finished
             if trainer.is_global_zero:
                 (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": trainer.global_step,
                                                                  "config": asdict(config)}, indent=1, default=str))
@@ -632,4 +632,5 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if trainer.is_global_zero:
         save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+        (out_dir / DIVERGED_FILE).unlink(missing_ok=True)   # an earlier attempt's marker no longer holds
     return metrics

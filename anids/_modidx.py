@@ -547,6 +547,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.model.AniDSModel.kl_warmup_loss': ('model.html#anidsmodel.kl_warmup_loss', 'anids/model.py'),
                              'anids.model.AniDSModel.losses': ('model.html#anidsmodel.losses', 'anids/model.py'),
                              'anids.model.AniDSModel.method': ('model.html#anidsmodel.method', 'anids/model.py'),
+                             'anids.model.AniDSModel.needs_autograd': ('model.html#anidsmodel.needs_autograd', 'anids/model.py'),
                              'anids.model.AniDSModel.predict': ('model.html#anidsmodel.predict', 'anids/model.py'),
                              'anids.model.AniDSModel.predicts_stress': ('model.html#anidsmodel.predicts_stress', 'anids/model.py'),
                              'anids.model.AniDSModel.set_edge_chunk_size': ('model.html#anidsmodel.set_edge_chunk_size', 'anids/model.py'),

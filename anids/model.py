@@ -88,6 +88,15 @@ class AniDSModel(nn.Module):
         "Whether `predict(compute_stress=True)` works: conservative forces (strain derivative) or a direct stress head."
         return self.force_mode == "conservative" or bool(getattr(self.denoiser, "predicts_stress", False))
 
+    def needs_autograd(self, compute_forces: bool = True, compute_stress: bool = False) -> bool:
+        """Whether `predict` needs autograd for these outputs: conservative forces and the strain-derivative stress are
+        gradients of the energy; direct forces and a direct stress head are plain outputs. Callers that only read the
+        prediction (the ASE calculator, `anids.train.evaluate`) run it under `torch.set_grad_enabled(...)` of this, so
+        a direct-force model keeps no graph of its activations (less memory in big cells). `predict` itself follows
+        torch's grad mode like any module, so gradients with respect to the weights stay available to those who ask."""
+        if self.force_mode == "conservative": return bool(compute_forces or compute_stress)
+        return False
+
     # ---------------------------------------------------------------- prediction
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
@@ -395,7 +404,9 @@ class AniDSCalculator(Calculator):
         dtype = next(self.model.parameters()).dtype
         data = atoms_batch([self.atoms], dtype)
         want_stress = "stress" in properties and self.atoms.pbc.any()
-        pred = self.model.predict(data, compute_stress=want_stress)
+        # direct forces and stress need no autograd: no graph of the activations is kept (memory in big cells)
+        with torch.set_grad_enabled(self.model.needs_autograd(True, want_stress)):
+            pred = self.model.predict(data, compute_stress=want_stress)
         self.results["energy"] = self.results["free_energy"] = float(pred.energy[0].detach())
         self.results["forces"] = pred.forces.detach().double().numpy()
         if want_stress:

@@ -257,8 +257,9 @@ class AniDSModule(L.LightningModule):
         return total
 
     def _eval_step(self, batch, stage):
-        with torch.enable_grad():
-            pred = self.model.predict(batch, compute_forces=getattr(batch, "forces", None) is not None)
+        with_forces = getattr(batch, "forces", None) is not None
+        with torch.set_grad_enabled(self.model.needs_autograd(with_forces)):   # none for direct forces
+            pred = self.model.predict(batch, compute_forces=with_forces)
         B = int(batch.num_graphs)
         out = {}
         if getattr(batch, "energy", None) is not None:
@@ -334,7 +335,8 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
     for batch in DataLoader(list(structures), batch_size=batch_size, shuffle=False):
         batch = batch.to(device)
         batch.pos = batch.pos.to(dtype)
-        with torch.enable_grad():
+        # autograd only where the forces (and stress) are gradients: a direct-force model keeps no graph
+        with torch.set_grad_enabled(model.needs_autograd(True, with_stress)):
             pred = model.predict(batch, compute_stress=with_stress)
         if with_stress:
             ds = pred.stress.detach().double() - batch.stress.double().reshape(-1, 3, 3)

@@ -36,6 +36,11 @@ for the backward pass (`predict` runs with autograd on, the weights require grad
 70 atoms per CPU second. Its warm-up is the 8-atom cell with 64-edge chunks (so both paths are warmed up without the
 216-atom cell's unchunked peak), and it writes results/bench_large_cells_equiformer_v2.json.
 
+With `--no-grad` the measured calls run as a user who only reads the numbers runs them: `model.covariance` under
+`torch.no_grad()`, and `predict` under `torch.set_grad_enabled(model.needs_autograd(True, True))`, the mode of
+`AniDSCalculator` and `anids.train.evaluate` (autograd only where forces and stress are gradients of the energy: on for
+conservative PaiNN, off for EquiformerV2's direct forces and stress head). The result file gets the suffix `_nograd`.
+
 With `--malloc-mmap-threshold B` the workers run with glibc's `MALLOC_MMAP_THRESHOLD_=B`. By default glibc serves blocks
 below a threshold that it raises up to 32 MB as big blocks are freed from its heap, which it seldom gives back to
 the system: many short-lived blocks of a few MB (a chunk's per-edge tensors) between long-lived ones make the peak
@@ -110,16 +115,20 @@ def worker(spec: dict) -> dict:
     rec = dict(atoms=len(atoms), path=spec["path"], task=spec["task"], chunk=model.denoiser.edge_chunk_size,
                baseline_MB=round(_peak_mb(), 1))
     out = {}
+    no_grad = spec.get("no_grad", False)
+    rec["grad_mode"] = "as AniDSCalculator" if no_grad else "autograd on"
     if spec["task"] in ("covariance", "both"):
         t, c = time.perf_counter(), time.process_time()
-        cov = model.covariance(data)
+        with torch.set_grad_enabled(not no_grad):
+            cov = model.covariance(data)
         rec.update(covariance_s=time.perf_counter() - t, covariance_cpu_s=time.process_time() - c,
                    covariance_peak_MB=_peak_mb())
         out["sigma"] = cov.matrix.detach().numpy()
         del cov
     if spec["task"] in ("predict", "both"):
         t, c = time.perf_counter(), time.process_time()
-        pred = model.predict(data, compute_stress=True)
+        with torch.set_grad_enabled(model.needs_autograd(True, True) if no_grad else True):
+            pred = model.predict(data, compute_stress=True)
         rec.update(predict_s=time.perf_counter() - t, predict_cpu_s=time.process_time() - c, predict_peak_MB=_peak_mb())
         out.update(energy=pred.energy.detach().numpy(), forces=pred.forces.detach().numpy(),
                    stress=pred.stress.detach().numpy())
@@ -173,6 +182,8 @@ def main(argv=None):
     ap.add_argument("--max-rss-gb", type=float, default=4.0, help="skip a chunked run predicted to need more")
     ap.add_argument("--malloc-mmap-threshold", type=int, help="bytes: glibc's MALLOC_MMAP_THRESHOLD_ for the workers "
                     "(fixed: blocks of that size and more are mapped and given back when freed; default: glibc's own rule)")
+    ap.add_argument("--no-grad", action="store_true", help="Sigma_i under no_grad and predict in the calculator's grad "
+                    "mode (model.needs_autograd): what a user who only reads the numbers runs")
     ap.add_argument("--tasks", nargs="+", default=list(TASKS), choices=TASKS)
     ap.add_argument("--timeout", type=float, default=3600, help="seconds per process")
     ap.add_argument("--out", type=Path, help="result file (default: results/ and the backbone's file name)")
@@ -184,7 +195,7 @@ def main(argv=None):
     bb = BACKBONES[a.backbone]
     a.sizes = a.sizes or bb["sizes"]
     a.max_unchunked = bb["max_unchunked"] if a.max_unchunked is None else a.max_unchunked
-    a.out = a.out or ROOT / "results" / bb["out"]
+    a.out = a.out or ROOT / "results" / (bb["out"].replace(".json", "_nograd.json") if a.no_grad else bb["out"])
     bad = [s for s in a.sizes if s not in SIZES]
     if bad: raise SystemExit(f"unknown size(s) {bad}; choose from {list(SIZES)}")
     from _env import environment, load_warning   # benchmarks/_env.py
@@ -209,7 +220,7 @@ def main(argv=None):
                     continue
             for task in a.tasks:
                 save = tmp / f"{n}_{path}_{task}.npz"
-                rec = run_one(dict(backbone=a.backbone, repeat=rep, path=path, task=task, save=str(save)), a.timeout,
+                rec = run_one(dict(backbone=a.backbone, repeat=rep, path=path, task=task, save=str(save), no_grad=a.no_grad), a.timeout,
                               a.malloc_mmap_threshold)
                 runs.append(rec)
                 fmt = lambda k: f"{rec[k]:8.2f}" if k in rec else f"{'-':>8s}"   # noqa: E731
@@ -246,7 +257,8 @@ def main(argv=None):
     tmp.rmdir()
     report = dict(
         benchmark=bb["description"] + ("" if a.malloc_mmap_threshold is None else
-                                       f", glibc MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold}"),
+                                       f", glibc MALLOC_MMAP_THRESHOLD_={a.malloc_mmap_threshold}")
+                  + (", Sigma_i under no_grad, predict in the calculator's grad mode" if a.no_grad else ""),
         # the headline: Sigma_i + energy, forces and stress of one cell per size and path (the report's summary)
         rows={f"{r['atoms']} atoms {r['path']}": dict(peak_rss_MB=r["peak_MB"], seconds=r["covariance_s"] + r["predict_s"],
                                                      cpu_seconds=r["covariance_cpu_s"] + r["predict_cpu_s"])

@@ -7,7 +7,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, mlp
 from .painn import GatedEquivariantBlock
@@ -35,29 +35,45 @@ class PairGaussianBasis(nn.Module):
 
 class Neighbourhoods:
     """The attention sets {i} + N(i): the graph's edges j -> i followed by one self-loop per atom, and ln w_ij,
-    the log of the cutoff envelope (0 on self-loops) that enters every attention score."""
-    def __init__(self, edge_index: torch.Tensor, fcut: torch.Tensor, num_nodes: int):
+    the log of the cutoff envelope (0 on self-loops) that enters every attention score. With `chunk_size`, and more
+    pairs than that, the attentions run a chunk of whole neighbourhoods at a time (`anids.graphs.edge_chunk_map`):
+    the per-pair tensors (q_i, k_j, v_j: [E', 3, d] for the vector stream) then exist for one chunk only."""
+    def __init__(self, edge_index: torch.Tensor, fcut: torch.Tensor, num_nodes: int, chunk_size: int|None = None):
         loop = torch.arange(num_nodes, device=edge_index.device)
         self.src = torch.cat([edge_index[0], loop])
         self.dst = torch.cat([edge_index[1], loop])
         self.log_w = torch.cat([torch.log(fcut.clamp_min(1e-30)), fcut.new_zeros(num_nodes)])
         self.num_nodes, self.num_edges = num_nodes, edge_index.shape[1]
+        self.pairs = torch.stack([self.src, self.dst])
+        self.chunks = (edge_chunks(self.pairs, num_nodes, chunk_size)
+                       if chunk_size is not None and self.src.numel() > chunk_size else None)
+
+def _attend(i: torch.Tensor, n: int, qi, kj, vj, bias, log_w, num_heads: int, dropout: float = 0.0, training: bool = False):
+    "Attention over pairs with centre i (n centres): scores, softmax per centre, weighted sum of v_j."
+    E, H = i.numel(), num_heads
+    dh = qi.shape[-1] // H
+    m = 1 if qi.dim() == 2 else qi.shape[1]
+    s = (qi * kj).reshape(E, m, H, dh).sum((1, 3)) / math.sqrt(m * dh) + bias + log_w[:, None]
+    a = softmax(s, i, num_nodes=n)                                                       # [E', H]
+    if dropout > 0: a = F.dropout(a, dropout, training)
+    out = (vj.reshape(E, -1, H, vj.shape[-1] // H) * a[:, None, :, None]).reshape(vj.shape)
+    return scatter(out, i, 0, dim_size=n, reduce="sum")
 
 def graph_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, nb: Neighbourhoods,
                     num_heads: int, dropout: float = 0.0, training: bool = False) -> torch.Tensor:
     """Multi-head attention of every atom over its neighbourhood. q, k, v: [N, d] (invariant) or [N, 3, d]
     (equivariant); bias [E', H]. Score of head h: sum of q_i k_j over the head's channels (and x, y, z) / sqrt(3^m d_h)
     + bias + ln w_ij; softmax over j in {i} + N(i); output_i = sum_j alpha_ij v_j, shaped like v."""
-    E, H = nb.src.numel(), num_heads
-    dh = q.shape[-1] // H
-    qi, kj = q.index_select(0, nb.dst), k.index_select(0, nb.src)
-    m = 1 if q.dim() == 2 else q.shape[1]
-    s = (qi * kj).reshape(E, m, H, dh).sum((1, 3)) / math.sqrt(m * dh) + bias + nb.log_w[:, None]
-    a = softmax(s, nb.dst, num_nodes=nb.num_nodes)                                     # [E', H]
-    if dropout > 0: a = F.dropout(a, dropout, training)
-    vj = v.index_select(0, nb.src)
-    out = (vj.reshape(E, -1, H, v.shape[-1] // H) * a[:, None, :, None]).reshape(vj.shape)
-    return scatter(out, nb.dst, 0, dim_size=nb.num_nodes, reduce="sum")
+    if nb.chunks is None:
+        return _attend(nb.dst, nb.num_nodes, q.index_select(0, nb.dst), k.index_select(0, nb.src),
+                       v.index_select(0, nb.src), bias, nb.log_w, num_heads, dropout, training)
+    if dropout > 0 and training:
+        raise ValueError("chunked attention is for evaluation: dropout in training needs the whole neighbourhood list")
+    # a softmax never crosses a neighbourhood, and a chunk holds whole neighbourhoods: the same numbers, chunk by chunk
+    (out,) = edge_chunk_map(lambda i, n, qi, kj, vj, b, lw: (_attend(i, n, qi, kj, vj, b, lw, num_heads),),
+                            nb.pairs, nb.chunks, [("centre", q), ("neighbour", k), ("neighbour", v), ("edge", bias),
+                                                  ("edge", nb.log_w)])
+    return out
 
 # %% ../nbs/15_geomformer.ipynb #85e99fb2
 class EquivariantLayerNorm(nn.Module):
@@ -161,8 +177,12 @@ class GeoMFormer(Backbone):
                  max_z: int = 100,           # largest atomic number embedded
                  max_neighbors: int|None = None,  # optional nearest-neighbour cap (applied by the graph builder)
                  dropout: float = 0.0,       # dropout on the attention weights
+                 edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: attend over at most this many pairs at a time (None: all)
                 ):
         super().__init__()
+        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        self.edge_chunk_size = edge_chunk_size
         if num_layers < 1: raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
         if embedding_dim < 2 or embedding_dim % num_heads:
@@ -180,6 +200,10 @@ class GeoMFormer(Backbone):
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(d, d // 2, d // 2),
                                           GatedEquivariantBlock(d // 2, 1, d // 2, scalar_act=False)])
 
+    def uses_edge_chunks(self, graph: Graph, num_atoms: int) -> bool:
+        "Whether a forward pass attends in chunks: eval mode, and more pairs (edges and self-loops) than edge_chunk_size."
+        return self.edge_chunk_size is not None and not self.training and graph.num_edges + num_atoms > self.edge_chunk_size
+
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
         self.check_inputs(z, pos, force_encoding, vector_atoms)
         n = z.shape[0]
@@ -193,7 +217,7 @@ class GeoMFormer(Backbone):
         if force_encoding is not None:
             e = e + self.force_encoding((force_encoding[i] * unit).sum(-1, keepdim=True)) * r[:, None]
         e_loop = self.basis(r.new_zeros(n), z, z)
-        nb = Neighbourhoods(graph.edge_index, fcut, n)
+        nb = Neighbourhoods(graph.edge_index, fcut, n, self.edge_chunk_size if self.uses_edge_chunks(graph, n) else None)
         # the two streams' inputs
         we = e * fcut[:, None]
         x = self.embedding(z) + self.init_inv(scatter(we, i, 0, dim_size=n, reduce="sum"))

@@ -4,6 +4,7 @@
     nice -n 10 python benchmarks/bench_large_cells.py                      # 10^3 ... 10^5 atoms, ~15 min on 1 thread
     python benchmarks/bench_large_cells.py --sizes 1000 3000 --max-unchunked 3000   # a quick look
     nice -n 10 python benchmarks/bench_large_cells.py --backbone equiformer_v2 --tasks both   # EquiformerV2 (mptrj)
+    nice -n 10 python benchmarks/bench_large_cells.py --backbone geomformer --tasks both      # GeoMFormer (mptrj)
 
 The structures are rattled Si diamond supercells, `ase.build.bulk("Si", cubic=True).repeat(r)` with the repeats of
 SIZES (1 000, 3 072, 10 368, 30 720 and 100 000 atoms, 28 neighbours per atom within 5 A), rattled by 0.05 A (seed
@@ -26,6 +27,13 @@ Paths: `chunked` is the default (`anids.graphs.DEFAULT_EDGE_CHUNK_SIZE` edges pe
 peaks of the previous sizes predicts more than `--max-rss-gb`. Where both paths ran, their energies, forces, stresses and
 Sigma_i are compared (float32, so agreement to rounding, not to 1e-10; the float64 identity is a test in
 nbs/03_painn.ipynb, nbs/04_noise.ipynb and nbs/06_model.ipynb).
+
+`--backbone geomformer` measures the MPtrj GeoMFormer recipe (`mptrj` in anids.train): `build_model("geomformer",
+preset="mptrj", generator_preset="mptrj_generator", method="anids", force_mode="conservative", seed=0)`, a 6-layer,
+128-channel denoiser whose forces and stress are gradients of the energy, and a 2-layer GeoMFormer generator encoder;
+cutoff 5 A (28 neighbours and a self-loop per atom). Chunked, its attentions run over whole neighbourhoods a chunk at a
+time; the atom-wise tensors ([N, 3, 128] per layer) are kept for the backward pass on both paths. Sizes 128 ... 3000
+atoms, unchunked up to 512; results/bench_large_cells_geomformer.json.
 
 `--backbone equiformer_v2` measures the MPtrj EquiformerV2 recipe instead (`mptrj-eqv2` in anids.train):
 `build_model("equiformer_v2", preset="mptrj", generator_preset="mptrj_generator", method="anids",
@@ -82,6 +90,13 @@ BACKBONES = {
                           description="EquiformerV2 mptrj (direct forces and stress, EquiformerV2 generator) on rattled Si "
                                       "supercells: Sigma_i, and energy + forces + stress, chunked (default) and unchunked, "
                                       "one fresh process per run, 1 thread, float32"),
+    "geomformer": dict(model=dict(backbone="geomformer", preset="mptrj", generator_preset="mptrj_generator",
+                                  method="anids", force_mode="conservative", seed=0),
+                       sizes=[128, 216, 512, 1000, 3000], max_unchunked=512, warmup=dict(repeat=(1, 1, 1), chunk=64),
+                       out="bench_large_cells_geomformer.json",
+                       description="GeoMFormer mptrj (conservative forces and stress, GeoMFormer generator) on rattled Si "
+                                   "supercells: Sigma_i, and energy + forces + stress, chunked attention (default) and "
+                                   "unchunked, one fresh process per run, 1 thread, float32"),
 }
 "What `--backbone` measures: build_model's arguments, default sizes and unchunked limit, warm-up, output file."
 

@@ -6,6 +6,7 @@ import math
 import torch
 from torch import nn
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone, BackboneOutput
@@ -224,7 +225,12 @@ class GeoMFormer(Backbone):
         v = self.init_equ(scatter(unit[:, :, None] * we[:, None, :], i, 0, dim_size=n, reduce="sum"))   # [N, 3, d]
         edge_feat = torch.cat([e, e_loop])
         for block in self.blocks:
-            x, v = block(x, v, edge_feat, nb)
+            if nb.chunks is not None and torch.is_grad_enabled():
+                # big cell, eval mode, forces or stress by autograd: keep only each layer's inputs for the backward pass
+                # and recompute the layer there, so that memory does not grow with the layers' [N, 3, d] activations
+                x, v = checkpoint(block, x, v, edge_feat, nb, use_reentrant=False, preserve_rng_state=False)
+            else:
+                x, v = block(x, v, edge_feat, nb)
         x, v = self.norm_inv(x), self.norm_equ(v)
         energy = self.energy_head(x).squeeze(-1)
         # the vector head is per atom: run it on the atoms whose vector is asked for

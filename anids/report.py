@@ -327,7 +327,7 @@ RUN_SCHEMAS = {
                   "rmsd_improvement_A": "list of floats, one per optimised structure: RMSD to the DFT-optimised "
                                         "reference before minus after optimising with the model (A)"},
         optional={"structure_indices": "list of ints (default 1, 2, ...)", "molecule": "default aspirin",
-                  "reference": "the DFT level of the reference geometries"}),
+                  "reference": "the DFT level of the reference geometries", "label": "the model's name in the run (e.g. 'anids s1')"}),
     "md_stability": dict(table=None, group=("molecule", "temperature_K", "method"),
         required={"method": "noise method or model label", "seed": "int"},
         optional={"molecule": "system simulated", "temperature_K": "thermostat temperature (K)", "<metric>": "any further number is a column, e.g. stable_time_ps, "

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from e3nn import o3
 from e3nn.math import normalize2mom
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, EdgeChunks, DEFAULT_EDGE_CHUNK_SIZE
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ExpNormalSmearing, smooth_leaky_relu
 
@@ -319,10 +319,30 @@ class GraphAttention(nn.Module):
         self.alpha_dot = nn.Parameter(torch.empty(num_heads, self.mul_alpha_head).uniform_(-bound, bound))
         self.proj = EquivariantLinear(self.muls_heads, muls_out)
 
-    def forward(self, x: Features, src, dst, basis: EdgeBasis, edge_scalars) -> Features:
-        N, E, H = x[0].shape[0], src.shape[0], self.num_heads
+    def forward(self, x: Features, src, dst, basis: EdgeBasis, edge_scalars, chunks: EdgeChunks|None = None) -> Features:
         ms, md = self.merge_src(x), self.merge_dst(x)
-        msg = [a.index_select(0, src) + b.index_select(0, dst) for a, b in zip(ms, md)]
+        if chunks is None:
+            msg = [a.index_select(0, src) + b.index_select(0, dst) for a, b in zip(ms, md)]
+            return self.proj(self._attend(msg, dst, x[0].shape[0], basis, edge_scalars))
+        # eval mode, big graph: a chunk of whole neighbourhoods at a time (the softmax is per centre atom), with the
+        # chunk's coupling matrices built inside the chunk; only Y(r_ij) and the radial basis are kept for all edges
+        L = len(ms)
+        def chunk_fn(i_local, n, sh, rbf, *rows):
+            msg = [a + b for a, b in zip(rows[:L], rows[L:])]
+            return tuple(self._attend(msg, i_local, n, EdgeBasis(sh, basis.lmax_sh, basis.lmax_out), rbf))
+        out = edge_chunk_map(chunk_fn, torch.stack([src, dst]), chunks,
+                             [("edge", basis.sh), ("edge", edge_scalars), *[("neighbour", a) for a in ms],
+                              *[("centre", b) for b in md]], ("centre",) * L, self._edge_parameters())
+        return self.proj(list(out))
+
+    def _edge_parameters(self):
+        "The weights used on edges only (not by merge_src, merge_dst or proj): the chunked path's `params`."
+        node = {id(p) for m in (self.merge_src, self.merge_dst, self.proj) for p in m.parameters()}
+        return [p for p in self.parameters() if id(p) not in node]
+
+    def _attend(self, msg: Features, dst, N: int, basis: EdgeBasis, edge_scalars) -> Features:
+        "Messages [E] -> values and attention weights -> the heads' sums over each centre's neighbours [N] (before proj)."
+        E, H = msg[0].shape[0], self.num_heads
         if self.nonlinear:
             value, alpha = self.sep_act(msg, basis, edge_scalars)
             value = self.sep_value(value, basis)
@@ -339,7 +359,7 @@ class GraphAttention(nn.Module):
             m, d = self.muls_head[l], 2 * l + 1
             v = (v.reshape(E, d, H, m) * att[:, None, :, None]).reshape(E, d, H * m)
             out.append(scatter(v, dst, 0, dim_size=N))
-        return self.proj(out)
+        return out
 
 class FeedForward(nn.Module):
     "Linear -> Gate -> Linear (the authors' FCTPs with the constant node attribute 1x0e are linears)."
@@ -361,8 +381,8 @@ class TransBlock(nn.Module):
         self.norm_2 = EquivariantLayerNorm(muls_in)
         self.ffn = FeedForward(muls_in, muls_mlp_mid, muls_out)
         self.ffn_shortcut = EquivariantLinear(muls_in, muls_out) if tuple(muls_in) != tuple(muls_out) else None
-    def forward(self, x: Features, src, dst, basis: EdgeBasis, edge_scalars) -> Features:
-        x = [a + b for a, b in zip(x, self.ga(self.norm_1(x), src, dst, basis, edge_scalars))]
+    def forward(self, x: Features, src, dst, basis: EdgeBasis, edge_scalars, chunks: EdgeChunks|None = None) -> Features:
+        x = [a + b for a, b in zip(x, self.ga(self.norm_1(x), src, dst, basis, edge_scalars, chunks))]
         f = self.ffn(self.norm_2(x))
         if self.ffn_shortcut is not None: x = self.ffn_shortcut(x)
         return [a + b for a, b in zip(x, f)]
@@ -378,16 +398,28 @@ class EdgeDegreeEmbedding(nn.Module):
         self.rad = RadialProfile(list(fc_neurons) + [self.dw.weight_numel])
         self.proj = EquivariantLinear(self.dw.muls_out, muls)
 
-    def forward(self, N: int, src, dst, basis: EdgeBasis, edge_scalars) -> Features:
-        m0, E = self.muls[0], src.shape[0]
+    def _neighbour_sums(self, dst, N: int, sh: torch.Tensor, edge_scalars) -> list[torch.Tensor]:
+        "Per path (0, l, l): sum over each atom's neighbours of Y^(l)(r_ij) w_ij c, [N, 2l+1, m0]."
+        m0, E = self.muls[0], sh.shape[0]
         c = self.exp.weight_0[0] + self.exp.bias                         # Linear(1): the constant node input
         ps = self.dw.paths[0]                                            # (0, l, l) for l = 0..L
         w = self.rad(edge_scalars, rows=len(ps) * m0).reshape(E, len(ps), m0) * c
+        return [scatter(sh[:, l2 * l2:(l2 + 1) ** 2, None] * w[:, k, None, :], dst, 0, dim_size=N)   # [E, 2l+1, m0] -> [N, ...]
+                for k, (_, l2, _) in enumerate(ps)]
+
+    def forward(self, N: int, src, dst, basis: EdgeBasis, edge_scalars, chunks: EdgeChunks|None = None) -> Features:
+        m0 = self.muls[0]
+        ps = self.dw.paths[0]
+        if chunks is None:
+            sums = self._neighbour_sums(dst, N, basis.sh, edge_scalars)
+        else:   # eval mode, big graph: the per-edge terms of a chunk of neighbourhoods at a time
+            node = {id(p) for p in self.proj.parameters()}
+            sums = edge_chunk_map(lambda i, n, sh, rbf: tuple(self._neighbour_sums(i, n, sh, rbf)), torch.stack([src, dst]),
+                                  chunks, [("edge", basis.sh), ("edge", edge_scalars)], ("centre",) * len(ps),
+                                  [p for p in self.parameters() if id(p) not in node])
         scale = 1.0 / math.sqrt(self.avg_degree)
         out = []
-        for k, (_, l2, l3) in enumerate(ps):
-            y = basis.sh[:, l2 * l2:(l2 + 1) ** 2, None] * w[:, k, None, :]     # [E, 2l+1, m0]
-            y = scatter(y, dst, 0, dim_size=N)                                  # sum over neighbours first
+        for (_, l2, l3), y in zip(ps, sums):
             if l3 in self.proj.ls and self.muls[l3]:
                 o = y @ getattr(self.proj, f"weight_{l3}")[:m0]             # rows of the (0, l, l) path
             else:
@@ -434,8 +466,12 @@ class Equiformer(Backbone):
                  max_neighbors: int|None = None,            # optional nearest-neighbour cap (the authors': none)
                  avg_num_nodes: float = MD17_AVG_NUM_NODES,  # the energy is sum_i e_i / sqrt(avg_num_nodes)
                  avg_degree: float = MD17_AVG_DEGREE,      # edge-degree embedding normalisation
+                 edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time (None: all)
                 ):
         super().__init__()
+        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
+            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        self.edge_chunk_size = edge_chunk_size
         emb, feat = irreps_muls(irreps_node_embedding), irreps_muls(irreps_feature)
         head, mid = irreps_muls(irreps_head), irreps_muls(irreps_mlp_mid)
         pre = irreps_muls(irreps_pre_attn) if irreps_pre_attn is not None else emb
@@ -470,30 +506,37 @@ class Equiformer(Backbone):
         Y = Y * (n / math.sqrt(3.0))
         return [Y[:, l * l:(l + 1) ** 2, None] for l in range(self.lmax + 1)]
 
+    def uses_edge_chunks(self, graph: Graph) -> bool:
+        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
+        return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
+
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
         self.check_inputs(z, pos, force_encoding, vector_atoms)
         N = z.shape[0]
         src, dst = graph.edge_index
+        # big graphs in eval mode: every per-edge computation runs a chunk of whole neighbourhoods at a time
+        chunks = edge_chunks(graph.edge_index, N, self.edge_chunk_size) if self.uses_edge_chunks(graph) else None
         vec = -edge_vectors(pos, graph)              # x_j - x_i: the authors' edge vector (source minus target)
         sh = o3.spherical_harmonics(list(range(self.lmax + 1)), vec, normalize=True, normalization="component")
         basis = EdgeBasis(sh, self.lmax, self.lmax)  # Y(r_ij) once per forward, shared by every block
         rbf = self.rbf(torch.linalg.vector_norm(vec, dim=-1))
         x = self.atom_embed([F.one_hot(z, self.max_z + 1).to(pos.dtype)[:, None, :]])
-        x = [a + b for a, b in zip(x, self.edge_deg_embed(N, src, dst, basis, rbf))]
+        x = [a + b for a, b in zip(x, self.edge_deg_embed(N, src, dst, basis, rbf, chunks))]
         f = pos.new_zeros(N, 3) if force_encoding is None else force_encoding.to(pos.dtype)
         x = [a + b for a, b in zip(x, self.force_embed(self.force_features(f)))]   # the bias enters for every atom, as the authors'
         for blk in self.blocks:
-            x = blk(x, src, dst, basis, rbf)
+            x = blk(x, src, dst, basis, rbf, chunks)
         x = self.norm(x)
         h = x[0][:, 0, :]
         e = self.energy_head[1]([F.silu(self.energy_head[0](x)[0]) * _SILU])[0][:, 0, 0] / math.sqrt(self.avg_num_nodes)
         if vector_atoms is None:
-            v = self.denoising_pos_head(x, src, dst, basis, rbf)[1][:, :, 0]
+            v = self.denoising_pos_head(x, src, dst, basis, rbf, chunks)[1][:, :, 0]
         elif vector_atoms.numel() == 0:
             v = pos.new_zeros(N, 3)
         else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
             keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[dst]
             sub = EdgeBasis(basis.sh[keep], basis.lmax_sh, basis.lmax_out)
-            v = self.denoising_pos_head(x, src[keep], dst[keep], sub, rbf[keep])[1][vector_atoms, :, 0]
+            sub_chunks = None if chunks is None else edge_chunks(graph.edge_index[:, keep], N, self.edge_chunk_size)
+            v = self.denoising_pos_head(x, src[keep], dst[keep], sub, rbf[keep], sub_chunks)[1][vector_atoms, :, 0]
             v = self.full_vector(v, vector_atoms, N)
         return BackboneOutput(scalars=h, atomic_energy=e, vector=v)

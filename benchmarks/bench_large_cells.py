@@ -5,6 +5,7 @@
     python benchmarks/bench_large_cells.py --sizes 1000 3000 --max-unchunked 3000   # a quick look
     nice -n 10 python benchmarks/bench_large_cells.py --backbone equiformer_v2 --tasks both   # EquiformerV2 (mptrj)
     nice -n 10 python benchmarks/bench_large_cells.py --backbone geomformer --tasks both      # GeoMFormer (mptrj)
+    nice -n 10 python benchmarks/bench_large_cells.py --backbone equiformer --tasks both      # Equiformer (md17)
 
 The structures are rattled Si diamond supercells, `ase.build.bulk("Si", cubic=True).repeat(r)` with the repeats of
 SIZES (1 000, 3 072, 10 368, 30 720 and 100 000 atoms, 28 neighbours per atom within 5 A), rattled by 0.05 A (seed
@@ -34,6 +35,11 @@ preset="mptrj", generator_preset="mptrj_generator", method="anids", force_mode="
 cutoff 5 A (28 neighbours and a self-loop per atom). Chunked, its attentions run over whole neighbourhoods a chunk at a
 time; the atom-wise tensors ([N, 3, 128] per layer) are kept for the backward pass on both paths. Sizes 128 ... 3000
 atoms, unchunked up to 512; results/bench_large_cells_geomformer.json.
+
+`--backbone equiformer` measures the MD17 Equiformer (`md17` preset, L_max = 2, 6 blocks, with the `generator`
+Equiformer encoder; conservative forces and stress; cutoff 5 A) on the same cells, 128 ... 3000 atoms, unchunked up
+to 216: a molecular backbone, measured here for the large molecules and clusters users put through it;
+results/bench_large_cells_equiformer.json.
 
 `--backbone equiformer_v2` measures the MPtrj EquiformerV2 recipe instead (`mptrj-eqv2` in anids.train):
 `build_model("equiformer_v2", preset="mptrj", generator_preset="mptrj_generator", method="anids",
@@ -90,6 +96,13 @@ BACKBONES = {
                           description="EquiformerV2 mptrj (direct forces and stress, EquiformerV2 generator) on rattled Si "
                                       "supercells: Sigma_i, and energy + forces + stress, chunked (default) and unchunked, "
                                       "one fresh process per run, 1 thread, float32"),
+    "equiformer": dict(model=dict(backbone="equiformer", preset="md17", generator_preset="generator", method="anids",
+                                  force_mode="conservative", seed=0),
+                       sizes=[128, 216, 512, 1000, 3000], max_unchunked=216, warmup=dict(repeat=(1, 1, 1), chunk=64),
+                       out="bench_large_cells_equiformer.json",
+                       description="Equiformer md17 (conservative forces and stress, Equiformer generator) on rattled Si "
+                                   "supercells: Sigma_i, and energy + forces + stress, chunked (default) and unchunked, one "
+                                   "fresh process per run, 1 thread, float32"),
     "geomformer": dict(model=dict(backbone="geomformer", preset="mptrj", generator_preset="mptrj_generator",
                                   method="anids", force_mode="conservative", seed=0),
                        sizes=[128, 216, 512, 1000, 3000], max_unchunked=512, warmup=dict(repeat=(1, 1, 1), chunk=64),

@@ -75,8 +75,8 @@ class AniDSModel(nn.Module):
     def method(self) -> str: return self.generator.method
 
     def set_edge_chunk_size(self, size: int|None) -> "AniDSModel":
-        """Edges per chunk in eval mode for every part that chunks (PaiNN or EquiformerV2 denoiser and encoder, the
-        generator's edge terms); None: never chunk. Results do not change, only memory and time (see anids.graphs.edge_chunk_map)."""
+        """Edges per chunk in eval mode for every part that chunks (the PaiNN, Equiformer, EquiformerV2 or GeoMFormer
+        denoiser and encoder, the generator's edge terms); None: never chunk. Results do not change, only memory and time (see anids.graphs.edge_chunk_map)."""
         if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
             raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {size!r}")
         for m in self.modules():

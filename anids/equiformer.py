@@ -10,7 +10,7 @@ import torch.nn.functional as F
 from e3nn import o3
 from e3nn.math import normalize2mom
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, EdgeChunks, DEFAULT_EDGE_CHUNK_SIZE
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, EdgeChunks, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ExpNormalSmearing, smooth_leaky_relu
 
@@ -298,6 +298,11 @@ class SeparableTP(nn.Module):
         return (out, extra) if self.extra is not None else out
 
 # %% ../nbs/12_equiformer.ipynb #20adad42
+def _parameters_except(module: nn.Module, *parts: nn.Module) -> list:
+    "The parameters of `module` outside `parts`: the weights a chunked edge computation uses (`edge_chunk_map`'s params)."
+    skip = {id(p) for m in parts for p in m.parameters()}
+    return [p for p in module.parameters() if id(p) not in skip]
+
 class GraphAttention(nn.Module):
     "Equivariant graph attention with MLP attention and (optionally) non-linear messages (Liao & Smidt 2023, Sec. 3.3)."
     def __init__(self, muls_in, muls_out, lmax_sh: int, fc_neurons, muls_head, num_heads: int, muls_pre_attn,
@@ -337,8 +342,7 @@ class GraphAttention(nn.Module):
 
     def _edge_parameters(self):
         "The weights used on edges only (not by merge_src, merge_dst or proj): the chunked path's `params`."
-        node = {id(p) for m in (self.merge_src, self.merge_dst, self.proj) for p in m.parameters()}
-        return [p for p in self.parameters() if id(p) not in node]
+        return _parameters_except(self, self.merge_src, self.merge_dst, self.proj)
 
     def _attend(self, msg: Features, dst, N: int, basis: EdgeBasis, edge_scalars) -> Features:
         "Messages [E] -> values and attention weights -> the heads' sums over each centre's neighbours [N] (before proj)."
@@ -413,10 +417,9 @@ class EdgeDegreeEmbedding(nn.Module):
         if chunks is None:
             sums = self._neighbour_sums(dst, N, basis.sh, edge_scalars)
         else:   # eval mode, big graph: the per-edge terms of a chunk of neighbourhoods at a time
-            node = {id(p) for p in self.proj.parameters()}
             sums = edge_chunk_map(lambda i, n, sh, rbf: tuple(self._neighbour_sums(i, n, sh, rbf)), torch.stack([src, dst]),
                                   chunks, [("edge", basis.sh), ("edge", edge_scalars)], ("centre",) * len(ps),
-                                  [p for p in self.parameters() if id(p) not in node])
+                                  _parameters_except(self, self.proj))
         scale = 1.0 / math.sqrt(self.avg_degree)
         out = []
         for (_, l2, l3), y in zip(ps, sums):
@@ -469,8 +472,7 @@ class Equiformer(Backbone):
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time (None: all)
                 ):
         super().__init__()
-        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        check_edge_chunk_size(edge_chunk_size)
         self.edge_chunk_size = edge_chunk_size
         emb, feat = irreps_muls(irreps_node_embedding), irreps_muls(irreps_feature)
         head, mid = irreps_muls(irreps_head), irreps_muls(irreps_mlp_mid)

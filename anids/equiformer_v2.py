@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from e3nn import o3
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
 
@@ -501,8 +501,7 @@ class EquiformerV2(Backbone):
         if lmax < 1: raise ValueError("lmax must be >= 1 (the vector output is the l = 1 part)")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
         if weight_init not in ("uniform", "normal"): raise ValueError(f"weight_init must be 'uniform' or 'normal', got {weight_init!r}")
-        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        check_edge_chunk_size(edge_chunk_size)
         self.edge_chunk_size = edge_chunk_size
         self.layout = lay = CoefficientLayout(lmax, mmax)
         self.cutoff, self.max_neighbors = float(cutoff), max_neighbors

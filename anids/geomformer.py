@@ -8,7 +8,7 @@ from torch import nn
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, mlp
 from .painn import GatedEquivariantBlock
@@ -181,8 +181,7 @@ class GeoMFormer(Backbone):
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: attend over at most this many pairs at a time (None: all)
                 ):
         super().__init__()
-        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        check_edge_chunk_size(edge_chunk_size)
         self.edge_chunk_size = edge_chunk_size
         if num_layers < 1: raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")

@@ -8,7 +8,7 @@ from vesin.torch import NeighborList
 
 # %% auto #0
 __all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'radius_graph',
-           'nearest_neighbors', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
+           'nearest_neighbors', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
 
 # %% ../nbs/01_graphs.ipynb #1a99bcfd
 @dataclass
@@ -93,7 +93,13 @@ def nearest_neighbors(pos: torch.Tensor, graph: Graph, k: int) -> Graph:
 
 # %% ../nbs/01_graphs.ipynb #a0e8d77b
 DEFAULT_EDGE_CHUNK_SIZE = 2048
-"Edges per chunk that the networks use by default in eval mode (PaiNN, the noise generator's edge terms)."
+"Edges per chunk that the networks use by default in eval mode (every backbone, the noise generator's edge terms)."
+
+def check_edge_chunk_size(size) -> int|None:
+    "`size` if it is a positive number of edges or None (never chunk); a clear error otherwise."
+    if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+        raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {size!r}")
+    return size
 
 @dataclass
 class EdgeChunks:

@@ -8,7 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 from torch_geometric.utils import scatter
-from .graphs import Graph, radius_graph
+from .graphs import Graph, radius_graph, check_edge_chunk_size
 from .backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
@@ -77,8 +77,7 @@ class AniDSModel(nn.Module):
     def set_edge_chunk_size(self, size: int|None) -> "AniDSModel":
         """Edges per chunk in eval mode for every part that chunks (the PaiNN, Equiformer, EquiformerV2 or GeoMFormer
         denoiser and encoder, the generator's edge terms); None: never chunk. Results do not change, only memory and time (see anids.graphs.edge_chunk_map)."""
-        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {size!r}")
+        check_edge_chunk_size(size)
         for m in self.modules():
             if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
         return self

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 from torch_geometric.utils import scatter, softmax
-from .graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
+from .graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone
 from .layers import BesselRBF, cosine_cutoff, mlp
 
@@ -119,8 +119,7 @@ class NoiseGenerator(nn.Module):
         super().__init__()
         if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
         if sigma <= 0: raise ValueError("sigma must be positive")
-        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        check_edge_chunk_size(edge_chunk_size)
         self.method, self.sigma, self.min_residual, self.edge_chunk_size = method, float(sigma), min_residual, edge_chunk_size
         self.learned = method in ("denoisevae", "anids-add", "anids")
         self.encoder = encoder if self.learned else None

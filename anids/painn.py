@@ -6,7 +6,7 @@ import math
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
-from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE
+from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, BesselRBF, mlp
 
@@ -79,8 +79,7 @@ class PaiNN(Backbone):
         super().__init__()
         if num_features < 2 or num_layers < 1: raise ValueError("need num_features >= 2 and num_layers >= 1")
         F = num_features
-        if edge_chunk_size is not None and (isinstance(edge_chunk_size, bool) or not isinstance(edge_chunk_size, int) or edge_chunk_size < 1):
-            raise ValueError(f"edge_chunk_size must be a positive number of edges or None, got {edge_chunk_size!r}")
+        check_edge_chunk_size(edge_chunk_size)
         self.cutoff, self.num_scalar_features, self.max_z, self.max_neighbors = cutoff, F, max_z, max_neighbors
         self.edge_chunk_size = edge_chunk_size
         self.embedding = nn.Embedding(max_z + 1, F)

@@ -236,9 +236,9 @@ class AniDSModule(L.LightningModule):
         if self.in_kl_warmup:
             kl = self.model.kl_warmup_loss(batch, self.noise_cfg)
             self.log("train/kl_warmup", kl, batch_size=B, prog_bar=True, sync_dist=True)
-            if float(kl) < self.cfg.kl_warmup_threshold:
+            if float(kl.detach()) < self.cfg.kl_warmup_threshold:
                 self.in_kl_warmup = False
-                self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
+                self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl.detach()):.3f}")
             return kl
         w = self.current_weights()
         # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;

@@ -75,11 +75,15 @@ class PaiNN(Backbone):
                  max_z: int = 100,         # largest atomic number embedded
                  max_neighbors: int|None = None,  # optional nearest-neighbour cap
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: messages of at most this many edges at a time (None: all)
+                 force_encoding_max: float|None = 3.0,  # longest force the encoding sees, in the units it is given (None: no limit)
                 ):
         super().__init__()
         if num_features < 2 or num_layers < 1: raise ValueError("need num_features >= 2 and num_layers >= 1")
         F = num_features
         check_edge_chunk_size(edge_chunk_size)
+        if force_encoding_max is not None and not force_encoding_max > 0:
+            raise ValueError(f"force_encoding_max must be positive or None, got {force_encoding_max}")
+        self.force_encoding_max = force_encoding_max
         self.cutoff, self.num_scalar_features, self.max_z, self.max_neighbors = cutoff, F, max_z, max_neighbors
         self.edge_chunk_size = edge_chunk_size
         self.embedding = nn.Embedding(max_z + 1, F)
@@ -99,6 +103,11 @@ class PaiNN(Backbone):
         v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
         if force_encoding is not None:
             fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
+            if self.force_encoding_max is not None:
+                # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high
+                # power of the encoded force. Longer forces keep their direction and are shortened to the limit.
+                shrink = (self.force_encoding_max / fnorm.clamp_min(1e-30)).clamp(max=1.0)
+                force_encoding, fnorm = force_encoding * shrink, fnorm * shrink
             s = s + self.force_scalar(fnorm)
             v = v + force_encoding[:, :, None] * self.force_vector
         chunked = self.uses_chunks(graph)

@@ -11,12 +11,12 @@ from .units import force_factor
 
 # %% auto #0
 __all__ = ['PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED', 'MD17_COLUMNS', 'ABLATION_MAP',
-           'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO',
-           'REPORT_HEADER', 'LATEX_PREAMBLE', 'PaperTable', 'paper_table', 'read_json', 'require', 'machine_of',
-           'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed', 'md17_section',
-           'ablation_sections', 'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section', 'md22_section',
-           'geometry_section', 'compare_mace_section', 'pretrain_section', 'case_study_section', 'benchmark_section',
-           'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex', 'report_figures']
+           'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'RECIPE_OF_TABLE', 'HPARAM_TABLES', 'REPORT_TITLE',
+           'REPORT_INTRO', 'REPORT_HEADER', 'LATEX_PREAMBLE', 'PaperTable', 'paper_table', 'read_json', 'require',
+           'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed',
+           'md17_section', 'ablation_sections', 'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section',
+           'md22_section', 'geometry_section', 'compare_mace_section', 'pretrain_section', 'case_study_section',
+           'benchmark_section', 'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex', 'report_figures']
 
 # %% ../nbs/16_report.ipynb #0026de4c
 _MISSING = ("-", "--", "----", "—", "")
@@ -946,6 +946,9 @@ def _eqv2_model_column(preset: dict) -> dict:
             r"Hidden dimension in feed forward networks $d_{ffn}$": f"({L}, {preset['ffn_hidden_channels']})",
             "Resolution of point samples $R$": preset["grid_resolution"]}
 
+RECIPE_OF_TABLE = {"oc22_hparams": "oc22", "mptrj_eqv2_hparams": "mptrj-eqv2", "mptrj_geomformer_hparams": "mptrj"}
+"The training recipes (anids.train.RECIPES) that carry the paper's single-column hyper-parameter tables."
+
 def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
     "The project's own settings for hyper-parameter table `key` (same rows and columns), and where they come from; None if it has none."
     from anids.backbones import PRESETS
@@ -962,7 +965,7 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
         cols = {}
         for mol, col in zip(MD17_COLUMNS, PAPER_TABLES[key].frame.columns):
             c = make_config("md17-paper", molecule=mol)
-            cols[col] = ["AdamW", "Cosine", c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.ema_decay, c.lambda_energy,
+            cols[col] = ["AdamW", c.lr_schedule.capitalize(), c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.ema_decay, c.lambda_energy,
                          c.lambda_force, c.p, c.lambda_denoise, c.r]
         c = make_config("md17-paper")
         return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
@@ -971,7 +974,7 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
         cols = {}
         for col in PAPER_TABLES[key].frame.columns:
             c = make_config("rmd17-paper", molecule=col.lower())
-            cols[col] = ["AdamW", "Cosine", c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.lambda_energy, c.lambda_force,
+            cols[col] = ["AdamW", c.lr_schedule.capitalize(), c.warmup_epochs, c.weight_decay, c.epochs, c.lr, c.batch_size, c.lambda_energy, c.lambda_force,
                          c.p, c.lambda_denoise, c.r]
         c = make_config("rmd17-paper")
         return (pd.DataFrame(cols, index=PAPER_TABLES[key].frame.index),
@@ -982,6 +985,39 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
         g, d = _eqv2_model_column(PRESETS["equiformer_v2"][gen]), _eqv2_model_column(PRESETS["equiformer_v2"][den])
         return (pd.DataFrame({"Noise Generator": [g[r] for r in rows], "Denoising Autoencoder": [d[r] for r in rows]}, index=rows),
                 f"EquiformerV2 presets {gen!r} (generator) and {den!r} (denoiser) of anids.backbones.PRESETS")
+    if key in RECIPE_OF_TABLE:
+        recipe = RECIPE_OF_TABLE[key]
+        c = make_config(recipe)
+        bb = PRESETS[c.backbone][c.preset]
+        # the optimiser is torch's AdamW in every recipe; with no weight decay it is Adam
+        opt = ("Adam", "Adam (AdamW, weight decay 0)") if c.weight_decay == 0 else "AdamW"
+        sched = {"cosine": "Cosine learning rate with linear warmup", "linear": "linear"}[c.lr_schedule]
+        value = {"Optimizer": opt, "Learning rate scheduling": sched, "Warmup epochs": c.warmup_epochs,
+                 "Maximum learning rate": c.lr, "Batch size (per gpu)": c.batch_size, "Number of epochs": c.epochs,
+                 "Weight decay": c.weight_decay, "Dropout rate": bb.get("alpha_drop", "—"),
+                 "Stochastic depth": bb.get("drop_path_rate", "—"), r"Energy coefficient $\lambda_E$": c.lambda_energy,
+                 r"Force coefficient $\lambda_F$": c.lambda_force, "Gradient clipping norm threshold": c.grad_clip,
+                 "Model EMA decay": c.ema_decay, r"stress isotropic coefficient $\lambda_{S\_iso}$": c.lambda_stress_iso,
+                 r"stress anisotropic coefficient $\lambda_{S\_ani}$": c.lambda_stress_aniso,
+                 r"Probability of optimizing AniDS $p_{AniDS}$": c.p, r"Denoise coefficient $\lambda_{Denoise}$": c.lambda_denoise,
+                 r"KL loss coefficient $\lambda_{KL}$": c.lambda_kl, r"Prior distribution $\sigma_{p}$": c.sigma_p,
+                 r"Corruption ratio $r_{AniDS}$": c.r, r"Regularizer weight $\lambda_{\gamma}$": c.lambda_gamma}
+        rows = PAPER_TABLES[key].frame.index
+        missing = [r for r in rows if r not in value]
+        if missing: raise KeyError(f"{key}: no setting of recipe {recipe!r} for the rows {missing}")
+        return (pd.DataFrame({PAPER_TABLES[key].frame.columns[0]: [value[r] for r in rows]}, index=rows),
+                f"recipe {recipe} (anids.train.make_config({recipe!r}); backbone {c.backbone} preset {c.preset})")
+    if key == "mptrj_geomformer_model":
+        rows = PAPER_TABLES[key].frame.index
+        def column(pr):
+            # no cap on the atoms of the periodic expansion: the neighbour list (vesin) takes every image in the cutoff
+            return {"Cutoff radius (Å)": pr["cutoff"], "Maximum number of expanded atoms": ("—", "— (no cap: every periodic image within the cutoff)"),
+                    "Number of radial bases": pr["num_basis"], "Number of Transformer layers": pr["num_layers"],
+                    r"Embedding dimension $d_{embed}$": pr["embedding_dim"], "Number of attention heads $h$": pr["num_heads"],
+                    r"Hidden dimension in feed forward networks $d_{ffn}$": pr["ffn_dim"]}
+        g, d = column(PRESETS["geomformer"]["mptrj_generator"]), column(PRESETS["geomformer"]["mptrj"])
+        return (pd.DataFrame({"Noise Generator": [g[r] for r in rows], "Denoising Autoencoder": [d[r] for r in rows]}, index=rows),
+                "GeoMFormer presets 'mptrj_generator' (generator) and 'mptrj' (denoiser) of anids.backbones.PRESETS")
     return None
 
 def _fmt_setting(v) -> str:

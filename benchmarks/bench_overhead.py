@@ -46,15 +46,23 @@ RUNS = {"none": dict(method="none", pretrained=None), "anids_frozen_cached": dic
         "anids_joint": dict(method="anids", pretrained=None)}
 
 
-def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool = False) -> dict:
+CONTROLS = {  # extra interleaved runs that take one piece of the frozen run's work away
+    "p0": ("anids_frozen_cached_p0", dict(method="anids", pretrained="qm9", p=0.0)),
+    "no_force_encoding": ("anids_frozen_cached_no_fenc", dict(method="anids", pretrained="qm9", force_encoding=False)),
+}
+
+
+def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool = False, fenc_control: bool = False) -> dict:
     """Epoch times of the three runs with their training steps interleaved one by one (see the module docstring).
     `control`: a fourth run, psi frozen and cached but no structure ever corrupted (p = 0), which shows what the
-    cached covariances and the generator's presence cost by themselves."""
+    cached covariances and the generator's presence cost by themselves. `fenc_control`: a run like the frozen one
+    without DeNS's force encoding of the corrupted atoms (not the paper's method: it shows what the encoding costs)."""
     from torch_geometric.loader import DataLoader
-    runs, todo = {}, {**RUNS, **({"anids_frozen_cached_p0": dict(method="anids", pretrained="qm9", p=0.0)} if control else {})}
+    wanted = [k for k, on in (("p0", control), ("no_force_encoding", fenc_control)) if on]
+    runs, todo = {}, {**RUNS, **{CONTROLS[k][0]: CONTROLS[k][1] for k in wanted}}
     for name, r in todo.items():
         cfg = make_config("md17-demo", method=r["method"], epochs=epochs, threads=threads, progress=False, seed=seed,
-                          **({"p": r["p"]} if "p" in r else {}))
+                          **{k: r[k] for k in ("p", "force_encoding") if k in r})
         torch.manual_seed(seed)
         module, cfg, ts, _ = prepare_training(train, cfg, r["pretrained"])
         opt = module.configure_optimizers()["optimizer"]
@@ -87,7 +95,7 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
         print(f"interleaved epoch {ep + 1}/{epochs}: " + ", ".join(f"{n} {spent[n]:.2f} s" for n in names), flush=True)
     per_epoch = [{"frozen_cached_over_none": epoch_s["anids_frozen_cached"][e] / epoch_s["none"][e],
                   "joint_over_none": epoch_s["anids_joint"][e] / epoch_s["none"][e],
-                  **({"frozen_cached_p0_over_none": epoch_s["anids_frozen_cached_p0"][e] / epoch_s["none"][e]} if control else {})}
+                  **{f"frozen_cached_{k}_over_none": epoch_s[CONTROLS[k][0]][e] / epoch_s["none"][e] for k in wanted}}
                  for e in range(1, epochs)]
     return {"ratios": {key: statistics.median(r[key] for r in per_epoch) for key in per_epoch[0]},
             "ratios_by_epoch": per_epoch, "epoch_seconds": epoch_s, "epochs": epochs,
@@ -102,6 +110,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=3, help="the three runs alternate this many times (default 3)")
     p.add_argument("--interleaved-epochs", type=int, default=6, help="epochs of the interleaved-steps measurement (0: skip)")
+    p.add_argument("--force-encoding-control", action="store_true",
+                   help="interleave a run like the frozen one without the force encoding (what the encoding costs)")
     p.add_argument("--uncorrupted-control", action="store_true",
                    help="interleave a fourth run: psi frozen and cached, p = 0 (nothing corrupted)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "bench_overhead.json"))
@@ -132,11 +142,14 @@ def main(argv=None):
     ratios = {k: statistics.median([r[k] for r in per_round]) for k in per_round[0]}
     print(f"ratios (median over {a.rounds} rounds): frozen (cached) / none = {ratios['frozen_cached_over_none']:.3f}; "
           f"joint / none = {ratios['joint_over_none']:.3f}")
-    inter = interleaved(train, a.threads, a.interleaved_epochs, control=a.uncorrupted_control) if a.interleaved_epochs > 1 else None
+    inter = (interleaved(train, a.threads, a.interleaved_epochs, control=a.uncorrupted_control, fenc_control=a.force_encoding_control)
+             if a.interleaved_epochs > 1 else None)
     if inter:
         print(f"ratios, interleaved steps (median over {a.interleaved_epochs - 1} epochs): frozen (cached) / none = "
               f"{inter['ratios']['frozen_cached_over_none']:.3f}; joint / none = {inter['ratios']['joint_over_none']:.3f}"
-              + (f"; frozen, p = 0 / none = {inter['ratios']['frozen_cached_p0_over_none']:.3f}" if a.uncorrupted_control else ""))
+              + (f"; frozen, p = 0 / none = {inter['ratios']['frozen_cached_p0_over_none']:.3f}" if a.uncorrupted_control else "")
+              + (f"; frozen, no force encoding / none = {inter['ratios']['frozen_cached_no_force_encoding_over_none']:.3f}"
+                 if a.force_encoding_control else ""))
     env_after = environment()
     if (w := load_warning(env_before, env_after)): print(w)
     out = {"ratios": ratios, "ratios_interleaved": inter["ratios"] if inter else None, "ratios_by_round": per_round,

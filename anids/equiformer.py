@@ -9,6 +9,7 @@ from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
 from e3nn.math import normalize2mom
+from torch.utils.checkpoint import checkpoint
 from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, EdgeChunks, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
@@ -527,7 +528,12 @@ class Equiformer(Backbone):
         f = pos.new_zeros(N, 3) if force_encoding is None else force_encoding.to(pos.dtype)
         x = [a + b for a, b in zip(x, self.force_embed(self.force_features(f)))]   # the bias enters for every atom, as the authors'
         for blk in self.blocks:
-            x = blk(x, src, dst, basis, rbf, chunks)
+            if chunks is not None and torch.is_grad_enabled():
+                # big cell, eval mode, forces or stress by autograd: keep only each block's inputs for the backward
+                # pass and recompute the block there, so memory does not grow with the blocks' per-atom activations
+                x = checkpoint(blk, x, src, dst, basis, rbf, chunks, use_reentrant=False, preserve_rng_state=False)
+            else:
+                x = blk(x, src, dst, basis, rbf, chunks)
         x = self.norm(x)
         h = x[0][:, 0, :]
         e = self.energy_head[1]([F.silu(self.energy_head[0](x)[0]) * _SILU])[0][:, 0, 0] / math.sqrt(self.avg_num_nodes)

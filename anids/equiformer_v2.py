@@ -581,7 +581,12 @@ class EquiformerV2(Backbone):
                 x = x + self.force_embedding((sh * fn / math.sqrt(3.0))[:, :, None])
         x = x + self.edge_degree_embedding(e)
         for block in self.blocks:
-            x = block(x, e, edge_grids, node_grids)
+            if chunked and torch.is_grad_enabled():
+                # big cell with autograd on: keep only each block's input for the backward pass and recompute the
+                # block there, so memory does not grow with the per-atom activations of every block
+                x = checkpoint(block, x, e, edge_grids, node_grids, use_reentrant=False, preserve_rng_state=False)
+            else:
+                x = block(x, e, edge_grids, node_grids)
         x = self.norm(x)
         energy_ffn = lambda h: self.energy_block(h, node_grids)
         energy = (per_atom(energy_ffn, x) if chunked else energy_ffn(x))[:, 0, 0] / self.avg_num_nodes

@@ -113,14 +113,14 @@ def run(argv: list[str]|None = None) -> dict:
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     try:
         config = make_config(args.recipe, molecule=args.md17, **overrides)
-        if args.out is None:
-            args.out = str(default_out(args.recipe, config.method, config.seed, args.resume))
-            print(f"anids-train: writing to {args.out}")
+        chosen_out = args.out is None
+        if chosen_out: args.out = str(default_out(args.recipe, config.method, config.seed, args.resume))
         train, val, test, unit, extra = load_sets(args)
         # every set is checked before any training, so a bad element in --test does not surface after the run
         for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
                                        ("test set", test, args.test)):
             if structures is not None: validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
+        if chosen_out: print(f"anids-train: writing to {args.out}")   # once the data are known to be usable
         metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
                       energy_unit=args.report_unit or unit, extra=extra)
     except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError) as e:

@@ -14,6 +14,8 @@ from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
 from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats
 from .losses import LossWeights
+from .noise import NOISE_METHODS
+from .backbones import BACKBONES
 from .statistics import atomic_reference_energies
 from .units import energy_factor
 from .provenance import repo_root, versions
@@ -77,6 +79,11 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
             raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
         if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
+        # names are checked here, before a run folder is made or any data is read
+        if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
+        if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")
+        if self.force_mode not in ("conservative", "direct"):
+            raise ValueError(f"force_mode must be 'conservative' or 'direct', got {self.force_mode!r}")
 
     def denoising(self) -> DenoisingConfig:
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."

@@ -801,7 +801,12 @@ def _generic_section(results_dir, kind: str, title: str, note: str) -> Section:
     skip = {"seed", "file", "n_parameters", "structure_indices", *_CONTEXT_KEYS, *group_keys}
     metrics = sorted({k for r in recs for k, v in r.items() if k not in skip and _is_number(v)})
     rows = {}
-    for label, rs in _group(recs, lambda r: " / ".join([str(r.get(k, "—")) for k in group_keys] + [run_label(r)])).items():
+    label_of = lambda r: " / ".join([str(r.get(k, "—")) for k in group_keys] + [run_label(r)])
+    files_of = {}
+    for r in recs: files_of.setdefault(label_of(r), set()).add(r["file"])
+    # the same runs in several files (one recipe at 40 and at 120 epochs, say) are different experiments: a row each
+    key = lambda r: label_of(r) + (f" [{Path(r['file']).stem}]" if len(files_of[label_of(r)]) > 1 else "")
+    for label, rs in _group(recs, key).items():
         rows[label] = {m: fmt_stat(_stat(rs, m), 3) if _stat(rs, m) else "—" for m in metrics}
     df = pd.DataFrame.from_dict(rows, orient="index") if rows else pd.DataFrame({"ours": [NOT_RUN]}, index=["—"])
     df.index.name = " / ".join(group_keys + ["model"])

@@ -59,6 +59,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.CrystalSetup.backbone_preset': ( 'crystals.html#crystalsetup.backbone_preset',
                                                                                  'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.config': ('crystals.html#crystalsetup.config', 'anids/crystals.py'),
+                                'anids.crystals.CrystalSetup.epochs_tag': ('crystals.html#crystalsetup.epochs_tag', 'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.results_name': ( 'crystals.html#crystalsetup.results_name',
                                                                               'anids/crystals.py'),
                                 'anids.crystals._cell': ('crystals.html#_cell', 'anids/crystals.py'),

@@ -109,11 +109,14 @@ class CrystalSetup:
     @property
     def backbone_preset(self) -> str: return self.config.preset
     @property
+    def epochs_tag(self) -> str:
+        "'_<n>ep' when the epochs differ from the recipe's (results and figures then get their own files), else ''."
+        return f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
+    @property
     def results_name(self) -> str:
         "File name (no suffix) of the results: `<kind>[_<system>]_<backbone>_<preset>[_<n>ep]`."
-        ep = f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
         mid = f"_{self.system}" if self.kind == "mlearn" else ""
-        return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{ep}"
+        return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{self.epochs_tag}"
 
 def _check_files(train, tests: dict, how: str) -> None:
     missing = [str(p) for p in [train, *tests.values()] if not Path(p).is_file()]

@@ -161,7 +161,7 @@ def test_oc22_notebook_runs(tmp_path):
     s = top["summary"]["force_mae_meV_A"]
     assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
     assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
-    assert (tmp_path / "fig" / "oc22_tiny_Cu.png").stat().st_size > 10_000
+    assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000
 
 
 def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
@@ -179,7 +179,7 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
     assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
     assert top["settings"]["statuses"] == {"none s0": "read", "dens s0": "missing", "anids s0": "read"}
-    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu.png").is_file()
+    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu_1ep.png").is_file()
     import nbformat
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
                      for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"

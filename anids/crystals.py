@@ -110,7 +110,7 @@ class CrystalSetup:
     def backbone_preset(self) -> str: return self.config.preset
     @property
     def epochs_tag(self) -> str:
-        "'_<n>ep' when the epochs differ from the recipe's (results and figures then get their own files), else ''."
+        "'_<n>ep' when the epochs are set instead of taken from the recipe (results and figures then get their own files), else ''."
         return f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
     @property
     def results_name(self) -> str:

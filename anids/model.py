@@ -15,9 +15,9 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
-__all__ = ['NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel', 'covariance_stats',
-           'cached_covariance', 'cache_covariances', 'build_model', 'save_model', 'load_model', 'atoms_batch',
-           'AniDSCalculator']
+__all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel',
+           'covariance_stats', 'cached_covariance', 'cache_covariances', 'build_model', 'save_model', 'load_model',
+           'atoms_batch', 'AniDSCalculator']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -49,6 +49,9 @@ class Prediction:
     stress: torch.Tensor|None = None     # [B, 3, 3] eV/A^3
 
 # %% ../nbs/06_model.ipynb #587b5f6a
+FORCE_MODES = ("conservative", "direct")
+"Forces as -dE/dx (conservative) or as the vector output (direct)."
+
 class AniDSModel(nn.Module):
     "Noise generator psi + denoising auto-encoder phi with energy, force, stress and noise outputs."
     def __init__(self,
@@ -61,8 +64,7 @@ class AniDSModel(nn.Module):
                  spec: dict|None = None,                  # how it was built (for checkpoints)
                 ):
         super().__init__()
-        if force_mode not in ("conservative", "direct"):
-            raise ValueError(f"force_mode must be 'conservative' or 'direct', got {force_mode!r}")
+        if force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {force_mode!r}")
         self.denoiser, self.force_mode = denoiser, force_mode
         self.generator = generator if generator is not None else NoiseGenerator("none")
         ref = torch.zeros(getattr(denoiser, "max_z", 100) + 1, dtype=torch.float64)

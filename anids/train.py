@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
 from torch.optim.swa_utils import AveragedModel
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
-from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats
+from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats, FORCE_MODES
 from .losses import LossWeights
 from .noise import NOISE_METHODS
 from .backbones import BACKBONES
@@ -82,8 +82,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
         # names are checked here, before a run folder is made or any data is read
         if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
         if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")
-        if self.force_mode not in ("conservative", "direct"):
-            raise ValueError(f"force_mode must be 'conservative' or 'direct', got {self.force_mode!r}")
+        if self.force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {self.force_mode!r}")
 
     def denoising(self) -> DenoisingConfig:
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."

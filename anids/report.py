@@ -820,16 +820,26 @@ def compare_mace_section(results_dir) -> Section|None:
     cols = {"force_mae_meV_A": "force MAE (meV/Å)", "force_rmse_meV_A": "force RMSE (meV/Å)",
             "energy_mae_meV_atom": "energy MAE (meV/atom)", "energy_rmse_meV_atom": "energy RMSE (meV/atom)"}
     rows = {}
-    for model, t in d["table"].items():
-        require(t, ["seeds", *cols], f, f", table[{model!r}]")
-        rows[model] = {c: fmt_stat(Stat(t[k]["mean"], t[k]["std"], len(t[k]["values"])), 2) for k, c in cols.items()}
-    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "model"
+    def add_rows(table, where, suffix=""):
+        for model, t in table.items():
+            require(t, ["seeds", *cols], f, f", {where}[{model!r}]")
+            rows[model + suffix] = {c: fmt_stat(Stat(t[k]["mean"], t[k]["std"], len(t[k]["values"])), 2) for k, c in cols.items()}
+    add_rows(d["table"], "table")
     seeds = [r.get("seed") for r in d["runs"]]
     what = (f"train {d.get('train', {}).get('name')}, test {d.get('test', {}).get('name')}, recipe {d.get('recipe')}, "
             f"MACE budget {d.get('budget_min', '?'):.1f} min")
+    threads = ", ".join(sorted({str(r.get("threads")) for r in d["runs"]}))
+    prov = [_ours_line(f.name, what, seeds, f"not recorded ({threads} thread per run)", _short_rev(d))]
+    # later re-runs of some rows with newer code (`reruns`: label, description, runs, table) are rows of their own,
+    # named by their label, beside the rows they re-run
+    for k, rerun in enumerate(d.get("reruns") or []):
+        require(rerun, ["label", "description", "runs", "table"], f, f", reruns[{k}]")
+        add_rows(rerun["table"], f"reruns[{k}].table", f" ({rerun['label']})")
+        prov.append(_ours_line(f"{f.name}, re-run '{rerun['label']}'", rerun["description"], [r.get("seed") for r in rerun["runs"]],
+                               "as the description says", next(filter(None, (_short_rev(r) for r in rerun["runs"])), None)))
+    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "model"
     return Section("compare_mace", "Ours only: the cpu-30min recipe beside MACE (benchmarks/compare_mace.py)", df, None, MEASURED,
-                   [_ours_line(f.name, what, seeds, f"not recorded ({', '.join(sorted({str(r.get('threads')) for r in d['runs']}))} thread per run)", _short_rev(d))],
-                   ["No table of the paper: the paper compares with MACE on rMD17 (Table 6) with its published numbers."], [f.name])
+                   prov, ["No table of the paper: the paper compares with MACE on rMD17 (Table 6) with its published numbers."], [f.name])
 
 def pretrain_section(results_dir) -> Section|None:
     files = _files(results_dir, "pretrain_*.json")

@@ -836,7 +836,7 @@ def compare_mace_section(results_dir) -> Section|None:
         require(rerun, ["label", "description", "runs", "table"], f, f", reruns[{k}]")
         add_rows(rerun["table"], f"reruns[{k}].table", f" ({rerun['label']})")
         prov.append(_ours_line(f"{f.name}, re-run '{rerun['label']}'", rerun["description"], [r.get("seed") for r in rerun["runs"]],
-                               "as the description says", next(filter(None, (_short_rev(r) for r in rerun["runs"])), None)))
+                               "as the description says", ", ".join(sorted({_short_rev(r) for r in rerun["runs"]} - {None})) or None))
     df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "model"
     return Section("compare_mace", "Ours only: the cpu-30min recipe beside MACE (benchmarks/compare_mace.py)", df, None, MEASURED,
                    prov, ["No table of the paper: the paper compares with MACE on rMD17 (Table 6) with its published numbers."], [f.name])

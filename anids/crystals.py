@@ -537,6 +537,8 @@ def _run_record(r: dict, kind: str, tests: list) -> dict:
     else:
         raise ValueError(f"unknown results kind {kind!r}; use 'mlearn', 'oc22' or 'mptrj_alexandria'")
     if r.get("n_parameters") is not None: rec["n_parameters"] = r["n_parameters"]
+    # the budget a run had, so that tables at equal wall-clock time can be checked (e.g. against MACE's minutes)
+    if r.get("train_time_s") is not None: rec["train_time_s"] = r["train_time_s"]
     if r["status"] == "diverged": rec["diverged"] = r["diverged"]
     return rec
 

@@ -32,7 +32,7 @@ except ImportError:  # ASE < 3.29
 __all__ = ['BOND_SCALE', 'STRETCH_FACTOR', 'COLLISION_DISTANCE', 'Bonds', 'bond_lengths', 'with_lengths', 'covalent_bonds',
            'check_structure', 'SpringNetwork', 'langevin_run', 'energy_drift', 'nve_run', 'bond_length_samples',
            'bond_length_distances', 'stability_study', 'summarise_study', 'pooled_bond_lengths',
-           'plot_bond_distributions']
+           'plot_bond_distributions', 'survival_curve', 'plot_survival']
 
 # %% ../nbs/09d_md_stability.ipynb #4f98e8dd
 BOND_SCALE: float = 1.2          # i-j bonded when r_ij < BOND_SCALE * (R_i + R_j), R = ase covalent radii
@@ -434,3 +434,39 @@ def plot_bond_distributions(reference: dict,          # bond type -> lengths (A)
     if title: axes[0].set_title(title, loc="left", fontsize=9)
     axes[-1].legend(fontsize=7, frameon=False)
     return axes
+
+# %% ../nbs/09d_md_stability.ipynb #51392a82
+def survival_curve(runs: list,               # run records (`stability_study(...)["runs"]`), one model's or several seeds' pooled
+                   temperature_K: float,     # the runs at this thermostat temperature are used
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The fraction of runs still intact over time, as a step function: (times in ps, fraction from that time on),
+    from (0, 1) to the runs' length T. A run that survived counts as intact up to T."""
+    rs = [r for r in runs if float(r["temperature_K"]) == float(temperature_K)]
+    if not rs:
+        have = sorted({float(r["temperature_K"]) for r in runs})
+        raise ValueError(f"no runs at {temperature_K} K (the runs are at {have} K)")
+    lengths = {float(r["time_ps"]) for r in rs}
+    if len(lengths) > 1:
+        raise ValueError(f"runs of different lengths {sorted(lengths)} ps: the survival fraction needs runs of one length")
+    (T,) = lengths
+    fails = sorted(float(r["time_to_failure_ps"]) for r in rs if not r["survived"])
+    n = len(rs)
+    times = np.array([0.0, *fails, T])
+    frac = np.array([1.0, *(1 - np.arange(1, len(fails) + 1) / n), 1 - len(fails) / n])
+    return times, frac
+
+
+def plot_survival(models: dict,            # label -> list of run records (e.g. every seed's runs of one method)
+                  temperature_K: float, ax=None, title: str | None = None):
+    "The survival curves of several models at one temperature, as steps (fraction of runs intact against time)."
+    import matplotlib.pyplot as plt
+    if not models: raise ValueError("no models to plot")
+    if ax is None: _, ax = plt.subplots(figsize=(4.2, 3.0))
+    for label, runs in models.items():
+        t, s = survival_curve(runs, temperature_K)
+        n = sum(float(r["temperature_K"]) == float(temperature_K) for r in runs)
+        ax.step(t, s, where="post", lw=1.6, label=f"{label} ({int(round(s[-1] * n))}/{n} intact)")
+    ax.set_xlabel("time (ps)"); ax.set_ylabel("runs intact (fraction)"); ax.set_ylim(-0.03, 1.03)
+    ax.set_title(title or f"{temperature_K:g} K", loc="left", fontsize=9)
+    ax.legend(fontsize=7, frameon=False)
+    return ax

@@ -22,8 +22,14 @@ MACE: mace-torch lives in its own virtual environment (it pins e3nn 0.4.4). It i
 (default 2) and the settings in `MACE_ARGS` (32 channels, L=1, correlation 3, r_max 5, EMA, SWA for the last
 quarter of the epochs). MACE has no wall-clock limit, so the script first times a 2-epoch calibration run and then
 gives MACE as many epochs as fit in `--budget-min`; `--mace-epochs N` skips the calibration and trains N epochs (the
-number an earlier seed was given, so that further seeds get the same budget on a machine whose load has changed). Its test predictions (`mace_eval_configs`) are scored with the
-same error definitions as ours: energy per structure and per atom, force per Cartesian component, MAE and RMSE.
+number an earlier seed was given, so that further seeds get the same budget on a machine whose load has changed).
+A wall-clock calibration is only as fair as the load it ran under: on a machine busier than during our runs it gives
+MACE fewer epochs than our runs had time for (this happened here once: 42 epochs where 103 fit in the same 30 minutes
+of a quieter machine). `--budget-cpu-min` budgets CPU time instead (the calibration's CPU/wall ratio converts its
+epoch time), and every run records the CPU time of its training process (`cpu_time_s`, from the child's own rusage)
+beside its wall time, so the budgets of both sides can be read off the results file. MACE's test predictions
+(`mace_eval_configs`) are scored with the same error definitions as ours: energy per structure and per atom, force per
+Cartesian component, MAE and RMSE.
 
 Prints the table and writes results/compare_mace.json as it goes (after every finished run).
 """
@@ -117,11 +123,13 @@ def run_ours(method, seed, a, threads):
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         print("$", " ".join(cmd), flush=True)
         with open(str(out) + ".log", "w") as log:
-            subprocess.run(cmd, check=True, env=env, stdout=log, stderr=subprocess.STDOUT)
+            _, cpu = run_timed(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
+        (out / "cpu_time.json").write_text(json.dumps({"cpu_time_s": cpu}))   # beside anids-train's own metrics.json
         m = json.loads((out / "metrics.json").read_text())
+    cpu = json.loads((out / "cpu_time.json").read_text())["cpu_time_s"] if (out / "cpu_time.json").exists() else None
     t = m["test"]
     return dict(model=f"{a.recipe} {method}", method=method, seed=seed, recipe=a.recipe, pretrained=m.get("pretrained"),
-                wall_time_s=m["wall_time_s"], train_time_s=m["train_time_s"], threads=threads,
+                wall_time_s=m["wall_time_s"], train_time_s=m["train_time_s"], cpu_time_s=cpu, threads=threads,
                 n_parameters=m["n_parameters"], **{k: t[k] for k in KEYS + (STRESS_KEYS if a.stress else [])})
 
 
@@ -135,6 +143,21 @@ def mace_log_epoch_times(log: Path) -> list:
     return stamps
 
 
+def run_timed(cmd, **kw) -> tuple[float, float]:
+    """Run `cmd` to completion; (wall seconds, CPU seconds of that child process: user + system, all its threads).
+
+    The CPU time comes from the child's own rusage (`os.wait4`), so two runs started side by side (`--jobs 2`) are
+    counted apart. Unlike the wall time it hardly changes when other processes share the cores, which makes it the
+    fairer budget to compare two trainings that ran under different loads."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, **kw)
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0: raise subprocess.CalledProcessError(proc.returncode, cmd)
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def mace_train(a, name, epochs, seed, eval_interval):
     work = Path(a.work) / name
     shutil.rmtree(work, ignore_errors=True); work.mkdir(parents=True)
@@ -144,10 +167,9 @@ def mace_train(a, name, epochs, seed, eval_interval):
            "--start_swa", str(swa), "--eval_interval", str(eval_interval), "--seed", str(seed), *MACE_ARGS]
     env = dict(os.environ, OMP_NUM_THREADS=str(a.threads))
     print("$", " ".join(cmd), flush=True)
-    t0 = time.perf_counter()
     with open(work / "stdout.log", "w") as log:
-        subprocess.run(cmd, cwd=work, env=env, check=True, stdout=log, stderr=subprocess.STDOUT)
-    return work, time.perf_counter() - t0
+        wall, cpu = run_timed(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT)
+    return work, wall, cpu
 
 
 def run_mace(a, seed):
@@ -156,7 +178,7 @@ def run_mace(a, seed):
     done = Path(a.work) / f"mace_s{seed}" / "anids_compare_trained.json"
     if done.exists():   # trained already (an interrupted comparison): evaluate only
         info = json.loads(done.read_text())
-        work, t_run, epochs = done.parent, info["wall_time_s"], info["epochs"]
+        work, t_run, epochs, cpu_run = done.parent, info["wall_time_s"], info["epochs"], info.get("cpu_time_s")
         t_cal, t_epoch = info.get("calibration_s"), info.get("seconds_per_epoch")
     else:
         if a.mace_epochs:
@@ -166,18 +188,30 @@ def run_mace(a, seed):
             print(f"MACE: {epochs} epochs (--mace-epochs), no calibration", flush=True)
         else:
             # calibration: 2 epochs, evaluated after each, to read the time of one epoch and the fixed overhead
-            work, t_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
+            work, t_cal, cpu_cal = mace_train(a, f"mace_calibration_s{seed}", 2, seed, 1)
             stamps = mace_log_epoch_times(next((work / "logs").glob("*.log")))
             if len(stamps) < 2: raise RuntimeError(f"could not read MACE's epoch times from {work / 'logs'}")
             t_epoch = stamps[-1] - stamps[-2]
             overhead = max(0.0, t_cal - 2 * t_epoch)
-            epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
-            print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min", flush=True)
+            if a.budget_cpu_min:
+                # the calibration's wall times in CPU seconds (its CPU/wall ratio), so that the load while it ran
+                # does not change the number of epochs
+                scale = cpu_cal / t_cal
+                t_epoch, overhead = t_epoch * scale, overhead * scale
+                epochs = max(2, int((a.budget_cpu_min * 60 - overhead) / t_epoch))
+                print(f"MACE: {t_epoch:.1f} CPU s per epoch, {overhead:.0f} CPU s overhead -> {epochs} epochs in "
+                      f"{a.budget_cpu_min} CPU min", flush=True)
+            else:
+                epochs = max(2, int((a.budget_min * 60 - overhead) / t_epoch))
+                print(f"MACE: {t_epoch:.1f} s per epoch, {overhead:.0f} s overhead -> {epochs} epochs in {a.budget_min} min "
+                      "(wall clock: fewer epochs when the machine is busier than during our runs; --budget-cpu-min "
+                      "avoids that)", flush=True)
         # MACE keeps only the checkpoints of evaluated epochs and loads the SWA one at the end: evaluate at least
         # twice inside the SWA window (its last quarter), at most every 10 epochs
         swa_window = epochs - max(1, int(0.75 * epochs))
-        work, t_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, max(1, swa_window // 2)))
-        done.write_text(json.dumps({"epochs": epochs, "wall_time_s": t_run, "calibration_s": t_cal, "seconds_per_epoch": t_epoch}))
+        work, t_run, cpu_run = mace_train(a, f"mace_s{seed}", epochs, seed, min(10, max(1, swa_window // 2)))
+        done.write_text(json.dumps({"epochs": epochs, "wall_time_s": t_run, "cpu_time_s": cpu_run, "calibration_s": t_cal,
+                                    "seconds_per_epoch": t_epoch}))
     model = next(p for p in work.glob("run*.model") if "compiled" not in p.name and "stagetwo" not in p.name) \
         if not (work / "run_stagetwo.model").exists() else work / "run_stagetwo.model"
     pred = work / "test_pred.xyz"
@@ -188,7 +222,7 @@ def run_mace(a, seed):
     ref, got = read(a.mace_files["test"], ":"), read(pred, ":")
     stress = [g.info["MACE_stress"] for g in got] if a.stress else None
     res = dict(model="mace", method="none", seed=seed, epochs=epochs, calibration_s=t_cal, seconds_per_epoch=t_epoch,
-               wall_time_s=t_run, threads=a.threads, model_file=model.name, mace_args=MACE_ARGS + a.mace_files["keys"],
+               wall_time_s=t_run, cpu_time_s=cpu_run, threads=a.threads, model_file=model.name, mace_args=MACE_ARGS + a.mace_files["keys"],
                **errors(ref, [g.info["MACE_energy"] for g in got], [g.arrays["MACE_forces"] for g in got], stress))
     out.write_text(json.dumps(res, indent=1))
     return res
@@ -250,6 +284,8 @@ def main(argv=None):
     p.add_argument("--mace-seeds", nargs="*", type=int, default=[0], help="MACE seeds (none: skip MACE)")
     p.add_argument("--mace-venv", default="mace-venv", help="virtual environment with mace-torch")
     p.add_argument("--budget-min", type=float, default=30.0, help="MACE's wall-clock budget in minutes")
+    p.add_argument("--budget-cpu-min", type=float, default=None,
+                   help="MACE's budget in CPU minutes instead (e.g. the CPU time our runs took, `cpu_time_s`)")
     p.add_argument("--mace-epochs", type=int, default=None,
                    help="train MACE for this many epochs instead of calibrating them to --budget-min")
     p.add_argument("--threads", type=int, default=2, help="threads of MACE (and of ours with --jobs 1)")

@@ -824,7 +824,8 @@ def compare_mace_section(results_dir) -> Section|None:
         for model, t in table.items():
             require(t, ["seeds", *cols], f, f", {where}[{model!r}]")
             rows[model + suffix] = {c: fmt_stat(Stat(t[k]["mean"], t[k]["std"], len(t[k]["values"])), 2) for k, c in cols.items()}
-    add_rows(d["table"], "table")
+    # the first comparison's rows carry its `label` when it has one (a recipe re-timed later is not the same recipe)
+    add_rows(d["table"], "table", f" ({d['label']})" if d.get("label") else "")
     seeds = [r.get("seed") for r in d["runs"]]
     what = (f"train {d.get('train', {}).get('name')}, test {d.get('test', {}).get('name')}, recipe {d.get('recipe')}, "
             f"MACE budget {d.get('budget_min', '?'):.1f} min")

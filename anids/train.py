@@ -127,8 +127,8 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
     # 2 cores (PaiNN demo size: 173k parameters, and the size of the shipped QM9 pre-trained weights).
     # Small batches win here: a step costs about as much at batch 8 as at 32 (framework overhead dominates),
     # so the budget goes into many steps, a cosine schedule from 1e-3 and a slow EMA. 600 epochs of 950
-    # structures = 71,400 steps: 24-26 minutes with one thread while a second training shares the 2 cores
-    # (about 20 ms per step without noise, 22 with AniDS); the error still falls at the end of the schedule.
+    # structures = 71,400 steps: 24-28 minutes with one thread while a second training shares the 2 cores
+    # (about 20 ms per step without noise, 22 with AniDS, 23 with DeNS); the error still falls at the end of the schedule.
     "cpu-30min": dict(backbone="painn", preset="demo", epochs=600, batch_size=8, lr=1e-3, min_lr_ratio=0.01,
                       weight_decay=1e-6, warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80,
                       p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,

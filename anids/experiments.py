@@ -13,11 +13,12 @@ from .pretrain_data import load_qm9, load_pcqm4mv2
 from .provenance import versions
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'BENCHMARK_PRESETS', 'md17_splits',
-           'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves', 'cost_table',
-           'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics', 'ablation_run', 'run_jobs',
-           'run_ablation', 'seed_table', 'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run',
-           'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table']
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'BENCHMARK_PRESETS',
+           'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
+           'cost_table', 'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics', 'ablation_run',
+           'run_jobs', 'run_ablation', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
+           'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
+           'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -343,6 +344,59 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
             Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
     return run_jobs(_ablation_worker, jobs, workers, _save)
 
+ABLATION_C_VARIANTS = {"sigma_p=0.5": dict(sigma_p=0.5), "sigma_p=0.05": dict(sigma_p=0.05),
+                       "lambda_kl=1.5": dict(lambda_kl=1.5), "lambda_kl=0.5": dict(lambda_kl=0.5)}
+"Table 3 (c): AniDS pre-trained with sigma_p or lambda_KL moved off the shipped checkpoints' 0.1 / 1.0 (that point is row 'anids' of (a))."
+
+def _ablation_c_worker(args):
+    return {**_ablation_worker(args), "table": "c"}
+
+def ablation_c_checkpoint(checkpoint_root, label: str, steps: int, batch_size: int, preset: str|None = None,
+                          seed: int = 0, sets=None, threads: int = 0) -> dict:
+    """The pre-trained AniDS checkpoint of variant `label` of Table 3 (c) in `checkpoint_root/label/`: made with
+    `pretrain` (Algorithm 1, the variant's sigma_p / lambda_KL, `steps` x `batch_size`) unless it is there already.
+    One that is there with other settings is an error, never silently re-used. Returns its provenance."""
+    if label not in ABLATION_C_VARIANTS:
+        raise ValueError(f"unknown Table 3 (c) variant {label!r}; available: {list(ABLATION_C_VARIANTS)}")
+    from anids.train import pretrained_name
+    ck = Path(checkpoint_root) / label
+    name = pretrained_name("qm9", "painn", preset or PRETRAIN_SCALES["demo"]["backbone_preset"], "anids")
+    prov_file = ck / name.replace(".pt", ".json")
+    want = {**{k: PRETRAIN_SCALES["demo"][k] for k in ("sigma_p", "lambda_kl")}, **ABLATION_C_VARIANTS[label]}
+    if prov_file.is_file():
+        prov = json.loads(prov_file.read_text())
+        have = {k: prov["config"][k] for k in want} | {"steps": prov["steps"], "batch_size": prov["batch_size"]}
+        if have != {**want, "steps": steps, "batch_size": batch_size}:
+            raise ValueError(f"{prov_file} was pre-trained with {have}, not {dict(want, steps=steps, batch_size=batch_size)}: "
+                             "delete it or give another checkpoint_root")
+        return {k: v for k, v in prov.items() if k != "curves"}
+    r = pretrain("anids", steps=steps, batch_size=batch_size, seed=seed, backbone_preset=preset, sets=sets, threads=threads,
+                 out_dir=ck / "run", checkpoint_dir=ck, progress=False, **ABLATION_C_VARIANTS[label])
+    return {k: v for k, v in r.items() if k != "curves"}
+
+def run_ablation_c(train_file, test_file, checkpoint_root, variants=None, seeds=(0, 1, 2), epochs: int = 15,
+                   workers: int = 1,
+                   pretrain_steps: int = 4250,    # the budget of the shipped QM9 checkpoints (row 'anids')
+                   pretrain_batch_size: int = 64,
+                   pretrain_sets=None,            # (train, val) structures instead of QM9 (tests)
+                   pretrain_threads: int = 0,
+                   results_path=None, **kw) -> tuple[list[dict], dict]:
+    """Table 3 (c): one AniDS pre-training per variant (`ablation_c_checkpoint`, one after the other), then row 'anids'
+    of (a) fine-tuned from each (labelled by the variant, `table` 'c') for every seed, in `workers` processes.
+    Returns (runs, {variant: pre-training provenance}); the runs are written to `results_path` as they finish."""
+    variants = list(variants or ABLATION_C_VARIANTS)
+    unknown = set(variants) - set(ABLATION_C_VARIANTS)
+    if unknown: raise ValueError(f"unknown Table 3 (c) variants {sorted(unknown)}; available: {list(ABLATION_C_VARIANTS)}")
+    pre = {v: ablation_c_checkpoint(checkpoint_root, v, pretrain_steps, pretrain_batch_size, kw.get("preset"),
+                                    sets=pretrain_sets, threads=pretrain_threads) for v in variants}
+    jobs = [(("anids", seed, str(train_file), str(test_file), epochs), {**kw, "checkpoint_dir": str(Path(checkpoint_root) / v), "label": v})
+            for seed in seeds for v in variants]
+    def _save(out):
+        if results_path is not None:
+            Path(results_path).parent.mkdir(parents=True, exist_ok=True)
+            Path(results_path).write_text(json.dumps({"runs_c": out, "versions": versions()}, indent=1, default=str))
+    return run_jobs(_ablation_c_worker, jobs, workers, _save), pre
+
 def seed_table(values: dict, refs=("none",)) -> list[dict]:
     """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.
 
@@ -371,13 +425,15 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
 
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
     """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none' and to
-    'dens' (a) / 'dens w/o aux' (b). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
+    'dens' (a) / 'dens w/o aux' (b), and of a (c) variant to 'anids'. A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
     by = {}
     for r in runs:
         v = r["test"][metric]
         by.setdefault(r[key], {})[r["seed"]] = float("nan") if v is None else v   # a diverged run is counted, not averaged
-    table = lambda row: ABLATION_ROWS.get(row, {}).get("table")
-    entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux"))
+    table = lambda row: "c" if row in ABLATION_C_VARIANTS else ABLATION_ROWS.get(row, {}).get("table")
+    # a (c) variant is also paired with row 'anids', the pre-training it moves one setting of
+    entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux")
+                         + (("anids",) if table(row) == "c" else ()))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
 
 # %% ../nbs/09_experiments.ipynb #94f22108

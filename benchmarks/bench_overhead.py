@@ -2,6 +2,7 @@
 
     python benchmarks/bench_overhead.py                     # bundled ethanol (offline), PaiNN demo, 2 threads
     python benchmarks/bench_overhead.py --train my.xyz --threads 1
+    python benchmarks/bench_overhead.py --rounds 0 --interleaved-epochs 0 --out ops.json   # operator counts only
 
 Three runs on the same structures, backbone and recipe (md17-demo): no noise; AniDS with psi frozen (the shipped QM9
 pre-trained generator; its Sigma_i cached once before training, reported separately); AniDS with psi trained jointly
@@ -17,6 +18,10 @@ pre-trained generator; its Sigma_i cached once before training, reported separat
   run's generator statistics every NOISE_STATS_EVERY-th step) run one after the other, step by step, in a rotating
   order; an epoch's time is the sum of its steps and data loading. A drift of the machine then hits the three alike.
   What this leaves out is Lightning's own per-step bookkeeping, the same for the three runs.
+
+And one count (`operators`): the operators each run dispatches per step over the same 30 batches (`dispatched_ops`),
+which no load of the machine changes. At this size a step's time goes with its number of operator calls more than with
+its arithmetic, so the count shows where an overhead comes from even on a busy machine.
 
 Writes results/bench_overhead.json: the ratios first, then the runs, and the machine, load, threads and package
 versions before and after (benchmarks/_env.py)."""
@@ -85,7 +90,7 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
                 stats = {} if module.noise_cfg.train_generator and k % NOISE_STATS_EVERY == 0 else None
                 total, _ = module.model.losses(batch, module.noise_cfg, module.current_weights(), stats=stats)
                 opt.zero_grad(set_to_none=True)
-                total.backward()
+                total.backward(inputs=params)   # as AniDSModule.backward: the trained weights' gradients only
                 if cfg.grad_clip: torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
                 if ema is not None: ema.update_parameters(module.model)
@@ -102,18 +107,58 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
             "note": "ratios: medians over the epochs after the first"}
 
 
+def dispatched_ops(train, steps: int = 30, seed: int = 0) -> dict:
+    """Operators each run dispatches per training step (forward, backward, optimiser), counted over the same `steps`
+    batches. Unlike a time, the count does not depend on the machine's load: at this size (a few hundred atoms per
+    batch) nearly every operator costs its fixed dispatch and autograd bookkeeping, so the step times go with it."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch_geometric.loader import DataLoader
+
+    class Count(TorchDispatchMode):
+        n = 0
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    out = {}
+    for name, r in RUNS.items():
+        cfg = make_config("md17-demo", method=r["method"], epochs=1, threads=1, progress=False, seed=seed)
+        torch.manual_seed(seed)
+        module, cfg, ts, _ = prepare_training(train, cfg, r["pretrained"])
+        opt = module.configure_optimizers()["optimizer"]
+        params = [p for g in opt.param_groups for p in g["params"]]
+        loader = DataLoader(ts, batch_size=cfg.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
+        rng = torch.Generator().manual_seed(seed)   # the same corruption masks and noise draws for every run
+        counts = {"forward": 0, "backward": 0, "optimiser": 0}
+        for k, batch in zip(range(steps), loader):
+            with Count() as c:
+                total, _ = module.model.losses(batch, module.noise_cfg, module.current_weights(), rng=rng)
+                n_fwd = c.n
+                opt.zero_grad(set_to_none=True); total.backward(inputs=params)
+                n_bwd = c.n - n_fwd
+                opt.step()
+            counts["forward"] += n_fwd; counts["backward"] += n_bwd; counts["optimiser"] += c.n - n_fwd - n_bwd
+        out[name] = {k: v / steps for k, v in counts.items()} | {"total": sum(counts.values()) / steps}
+    base = out["none"]["total"]
+    return {"per_step": out, "steps": steps,
+            "ratios": {"frozen_cached_over_none": out["anids_frozen_cached"]["total"] / base,
+                       "joint_over_none": out["anids_joint"]["total"] / base}}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", help="extxyz with energies and forces (default: bundled ethanol)")
     p.add_argument("--n", type=int, default=400, help="training structures (default 400)")
     p.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is not timed (default 4)")
     p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--rounds", type=int, default=3, help="the three runs alternate this many times (default 3)")
+    p.add_argument("--rounds", type=int, default=3, help="the three runs alternate this many times (default 3; 0: skip)")
     p.add_argument("--interleaved-epochs", type=int, default=6, help="epochs of the interleaved-steps measurement (0: skip)")
     p.add_argument("--force-encoding-control", action="store_true",
                    help="interleave a run like the frozen one without the force encoding (what the encoding costs)")
     p.add_argument("--uncorrupted-control", action="store_true",
                    help="interleave a fourth run: psi frozen and cached, p = 0 (nothing corrupted)")
+    p.add_argument("--count-ops", action=argparse.BooleanOptionalAction, default=True,
+                   help="also count the operators each run dispatches per step (load-independent; default on)")
     p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "bench_overhead.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -138,10 +183,12 @@ def main(argv=None):
         base = res["none"]["seconds_per_epoch_by_round"][-1]
         per_round.append({"frozen_cached_over_none": res["anids_frozen_cached"]["seconds_per_epoch_by_round"][-1] / base,
                           "joint_over_none": res["anids_joint"]["seconds_per_epoch_by_round"][-1] / base})
-    for name in res: res[name]["seconds_per_epoch"] = statistics.median(res[name]["seconds_per_epoch_by_round"])
-    ratios = {k: statistics.median([r[k] for r in per_round]) for k in per_round[0]}
-    print(f"ratios (median over {a.rounds} rounds): frozen (cached) / none = {ratios['frozen_cached_over_none']:.3f}; "
-          f"joint / none = {ratios['joint_over_none']:.3f}")
+    ratios = None
+    if per_round:   # --rounds 0 skips the Lightning runs
+        for name in res: res[name]["seconds_per_epoch"] = statistics.median(res[name]["seconds_per_epoch_by_round"])
+        ratios = {k: statistics.median([r[k] for r in per_round]) for k in per_round[0]}
+        print(f"ratios (median over {a.rounds} rounds): frozen (cached) / none = {ratios['frozen_cached_over_none']:.3f}; "
+              f"joint / none = {ratios['joint_over_none']:.3f}")
     inter = (interleaved(train, a.threads, a.interleaved_epochs, control=a.uncorrupted_control, fenc_control=a.force_encoding_control)
              if a.interleaved_epochs > 1 else None)
     if inter:
@@ -150,10 +197,16 @@ def main(argv=None):
               + (f"; frozen, p = 0 / none = {inter['ratios']['frozen_cached_p0_over_none']:.3f}" if a.uncorrupted_control else "")
               + (f"; frozen, no force encoding / none = {inter['ratios']['frozen_cached_no_force_encoding_over_none']:.3f}"
                  if a.force_encoding_control else ""))
+    ops = dispatched_ops(train) if a.count_ops else None
+    if ops:
+        print("operators per step: " + ", ".join(f"{n} {v['total']:.0f} (forward {v['forward']:.0f}, backward {v['backward']:.0f})"
+                                                for n, v in ops["per_step"].items())
+              + f"; frozen (cached) / none = {ops['ratios']['frozen_cached_over_none']:.3f}, joint / none = "
+                f"{ops['ratios']['joint_over_none']:.3f}")
     env_after = environment()
     if (w := load_warning(env_before, env_after)): print(w)
     out = {"ratios": ratios, "ratios_interleaved": inter["ratios"] if inter else None, "ratios_by_round": per_round,
-           "interleaved": inter, "targets": {"frozen_cached_over_none": 1.03, "joint_over_none": 1.15},
+           "interleaved": inter, "operators": ops, "targets": {"frozen_cached_over_none": 1.03, "joint_over_none": 1.15},
            "runs": res, "settings": vars(a), "n_train": len(train), "backbone": "painn demo",
            "environment_before": env_before, "environment_after": env_after}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)

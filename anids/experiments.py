@@ -383,19 +383,27 @@ def run_ablation_c(train_file, test_file, checkpoint_root, variants=None, seeds=
                    results_path=None, **kw) -> tuple[list[dict], dict]:
     """Table 3 (c): one AniDS pre-training per variant (`ablation_c_checkpoint`, one after the other), then row 'anids'
     of (a) fine-tuned from each (labelled by the variant, `table` 'c') for every seed, in `workers` processes.
-    Returns (runs, {variant: pre-training provenance}); the runs are written to `results_path` as they finish."""
+    Returns (runs, {variant: pre-training provenance}); the runs are written to `results_path` as they finish, and a
+    call with the same `results_path` keeps the finished ones (an interrupted table picks up where it stopped)."""
     variants = list(variants or ABLATION_C_VARIANTS)
     unknown = set(variants) - set(ABLATION_C_VARIANTS)
     if unknown: raise ValueError(f"unknown Table 3 (c) variants {sorted(unknown)}; available: {list(ABLATION_C_VARIANTS)}")
     pre = {v: ablation_c_checkpoint(checkpoint_root, v, pretrain_steps, pretrain_batch_size, kw.get("preset"),
                                     sets=pretrain_sets, threads=pretrain_threads) for v in variants}
+    # finished runs of an interrupted call (the same variant, seed, epochs and recipe in `results_path`) are kept
+    done = []
+    if results_path is not None and Path(results_path).is_file():
+        recipe = kw.get("recipe", "md17-demo")
+        done = [r for r in json.loads(Path(results_path).read_text())["runs_c"]
+                if r["row"] in variants and r["seed"] in seeds and r["epochs"] == epochs and r["recipe"] == recipe]
+    have = {(r["row"], r["seed"]) for r in done}
     jobs = [(("anids", seed, str(train_file), str(test_file), epochs), {**kw, "checkpoint_dir": str(Path(checkpoint_root) / v), "label": v})
-            for seed in seeds for v in variants]
+            for seed in seeds for v in variants if (v, seed) not in have]
     def _save(out):
         if results_path is not None:
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(results_path).write_text(json.dumps({"runs_c": out, "versions": versions()}, indent=1, default=str))
-    return run_jobs(_ablation_c_worker, jobs, workers, _save), pre
+            Path(results_path).write_text(json.dumps({"runs_c": done + out, "versions": versions()}, indent=1, default=str))
+    return done + run_jobs(_ablation_c_worker, jobs, workers, _save), pre
 
 def seed_table(values: dict, refs=("none",)) -> list[dict]:
     """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.

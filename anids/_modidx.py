@@ -755,6 +755,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'anids.report.md22_section': ('report.html#md22_section', 'anids/report.py'),
                               'anids.report.mptrj_section': ('report.html#mptrj_section', 'anids/report.py'),
                               'anids.report.oc22_section': ('report.html#oc22_section', 'anids/report.py'),
+                              'anids.report.overhead_files': ('report.html#overhead_files', 'anids/report.py'),
                               'anids.report.paper_table': ('report.html#paper_table', 'anids/report.py'),
                               'anids.report.pretrain_section': ('report.html#pretrain_section', 'anids/report.py'),
                               'anids.report.read_json': ('report.html#read_json', 'anids/report.py'),

@@ -14,9 +14,10 @@ __all__ = ['PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT
            'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'RECIPE_OF_TABLE', 'HPARAM_TABLES', 'REPORT_TITLE',
            'REPORT_INTRO', 'REPORT_HEADER', 'LATEX_PREAMBLE', 'PaperTable', 'paper_table', 'read_json', 'require',
            'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed',
-           'md17_section', 'ablation_sections', 'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section',
-           'md22_section', 'geometry_section', 'compare_mace_section', 'pretrain_section', 'case_study_section',
-           'benchmark_section', 'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex', 'report_figures']
+           'md17_section', 'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section', 'mptrj_section',
+           'rmd17_section', 'md22_section', 'geometry_section', 'compare_mace_section', 'pretrain_section',
+           'case_study_section', 'benchmark_section', 'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex',
+           'report_figures']
 
 # %% ../nbs/16_report.ipynb #0026de4c
 _MISSING = ("-", "--", "----", "—", "")
@@ -603,6 +604,10 @@ def ablation_sections(results_dir) -> list[Section]:
     return sections
 
 # %% ../nbs/16_report.ipynb #9d51ec60
+def overhead_files(results_dir) -> list[Path]:
+    "bench_overhead.json first, then the bench_overhead_<tag>.json of other data or batch sizes."
+    return sorted(_files(results_dir, "bench_overhead*.json"), key=lambda p: (p.name != "bench_overhead.json", p.name))
+
 COST_MAP = {"EqV2 (No Noise)": "none", "EqV2 + DeNS": "dens", "EqV2 + DenoiseVAE": "denoisevae", "EqV2 + AniDS (Ours)": "anids"}
 
 def cost_section(results_dir) -> Section:
@@ -635,17 +640,18 @@ def cost_section(results_dir) -> Section:
                 f"{r0.get('epochs')} epochs (generator trained jointly), device {d.get('device', '?')}")
         prov.append(_ours_line(f.name, what, [d.get("seed")], machine_of(d), _short_rev(d)))
         used.append(f.name)
-    extra = {}
-    oh = Path(results_dir) / "bench_overhead.json"
-    if oh.is_file():
+    extra, notes = {}, []
+    # bench_overhead.json (the default run: batches of 8 ethanols) and any bench_overhead_<tag>.json (other data or
+    # batch sizes, e.g. aspirin at batch 32): one table each; the figure's lines come from the default run
+    paper_ratio = f"{num.loc['EqV2 + AniDS (Ours)', 'Training Time per Epoch (s)'] / base:.2f}"
+    names = {"none": ("no noise", "1.00"), "anids_frozen_cached": ("AniDS, generator frozen (covariances cached)", paper_ratio),
+             "anids_joint": ("AniDS, generator trained jointly", paper_ratio)}
+    key = lambda k: f"{k.removeprefix('anids_')}_over_none"
+    for oh in overhead_files(results_dir):
         d = read_json(oh)
         require(d, ["ratios", "runs"], oh)
-        paper_ratio = f"{num.loc['EqV2 + AniDS (Ours)', 'Training Time per Epoch (s)'] / base:.2f}"
-        names = {"none": ("no noise", "1.00"), "anids_frozen_cached": ("AniDS, generator frozen (covariances cached)", paper_ratio),
-                 "anids_joint": ("AniDS, generator trained jointly", paper_ratio)}
         if set(d["runs"]) - set(names): raise ValueError(f"results file {oh.name}: unknown runs {sorted(set(d['runs']) - set(names))}; known: {list(names)}")
         # the benchmark's own ratios (median over alternating rounds), not the ratio of the mean times
-        key = lambda k: f"{k.removeprefix('anids_')}_over_none"
         ratio = lambda k: 1.0 if k == "none" else d["ratios"][key(k)]
         # the interleaved-steps ratios (when measured): the three runs' steps alternate one by one, so a drift of the
         # machine's speed cannot favour one run
@@ -656,17 +662,20 @@ def cost_section(results_dir) -> Section:
                          columns=["ours s per epoch", "ours time / no noise (Lightning epochs, median of rounds)",
                                   "ours time / no noise (interleaved steps)", "paper time / no noise"])
         t.index.name = "Method"
-        extra["AniDS overhead (benchmarks/bench_overhead.py)"] = t
-        data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
+        tag = oh.stem.removeprefix("bench_overhead").removeprefix("_")
+        size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
+                if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
+        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
+        if not tag: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
         s = d.get("settings", {})
-        prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures, {s.get('epochs', '?')} epochs x "
-                               f"{s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
+        prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")
+                               + f", {s.get('epochs', '?')} epochs x {s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
                                + (f"; then {s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else ""),
                                [], machine_of(d), _short_rev(d)))
         used.append(oh.name)
-    notes = (["bench_overhead's control run (psi frozen and cached, no structure corrupted) / no noise, interleaved steps: "
-              f"{d['ratios_interleaved']['frozen_cached_p0_over_none']:.3f}"]
-             if oh.is_file() and "frozen_cached_p0_over_none" in (d.get("ratios_interleaved") or {}) else [])
+        if "frozen_cached_p0_over_none" in inter:
+            notes.append(f"{oh.name}: control run (psi frozen and cached, no structure corrupted) / no noise, interleaved steps: "
+                         f"{inter['frozen_cached_p0_over_none']:.3f}")
     notes += ["The paper: one H100. Absolute times depend on the machine and its load; the ratio to no noise is the comparable number.",
              "Our DeNS adds no parameters (fixed isotropic noise); DenoiseVAE and AniDS add their generator.",
              "The paper does not say whether its generator was trained or frozen in this timing; its one AniDS ratio is set beside both of ours."]
@@ -897,7 +906,7 @@ def case_study_section(results_dir) -> Section|None:
     return Section("case_study", "Ours only: the case study (Sec. 4.4, Figs. 3-4 of the paper) and the physical covariance", df, None,
                    MEASURED, prov, ["The paper shows the case study in figures, without a table."], files)
 
-_BENCH_READ_ELSEWHERE = ("bench_overhead.json",)   # the computational-cost table reads it
+_BENCH_READ_ELSEWHERE = ("bench_overhead",)   # the computational-cost table reads bench_overhead*.json
 
 def benchmark_section(results_dir) -> Section|None:
     rows, prov, files = {}, [], []
@@ -916,7 +925,7 @@ def benchmark_section(results_dir) -> Section|None:
         files.append(name)
     # the other benchmarks (no authors' code to compare with): their side-by-side ratios, or their headline rows
     for f in sorted(Path(results_dir).glob("bench_*.json")):
-        if f.name in files or f.name in _BENCH_READ_ELSEWHERE: continue
+        if f.name in files or f.name.startswith(_BENCH_READ_ELSEWHERE): continue
         d = read_json(f)
         if isinstance(d.get("ratios"), dict):
             summary = "; ".join(f"{k} {v:.2f}" for k, v in d["ratios"].items() if isinstance(v, (int, float)))

@@ -753,6 +753,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                               'anids.report.machine_of': ('report.html#machine_of', 'anids/report.py'),
                               'anids.report.md17_section': ('report.html#md17_section', 'anids/report.py'),
                               'anids.report.md22_section': ('report.html#md22_section', 'anids/report.py'),
+                              'anids.report.mlearn_section': ('report.html#mlearn_section', 'anids/report.py'),
                               'anids.report.mptrj_section': ('report.html#mptrj_section', 'anids/report.py'),
                               'anids.report.oc22_section': ('report.html#oc22_section', 'anids/report.py'),
                               'anids.report.overhead_files': ('report.html#overhead_files', 'anids/report.py'),

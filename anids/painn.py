@@ -19,8 +19,22 @@ class PaiNNMessage(nn.Module):
         super().__init__()
         self.phi = mlp(F, F, 3 * F)
         self.W = nn.Linear(num_rbf, 3 * F)
-    def forward(self, s, v, j, i, rbf, fcut, unit):
-        ds, dv = self.edge_terms(self.phi(s)[j], v[j], self.W(rbf) * fcut[:, None], unit)
+    def forward(self, s, v, j, i, rbf, fcut, unit, vector_sources: torch.Tensor|None = None):
+        """`vector_sources`: None if any atom's vector features may be non-zero; else an [N] bool mask of the atoms whose
+        may be (the others' are exactly zero), or an empty tensor if all are zero. The v_j term then runs over the
+        edges from those atoms alone (none at all when empty): the same sums with fewer operations."""
+        if vector_sources is None:
+            ds, dv = self.edge_terms(self.phi(s)[j], v[j], self.W(rbf) * fcut[:, None], unit)
+        else:
+            x = self.phi(s)[j] * (self.W(rbf) * fcut[:, None])
+            ds, dvv, dvs = x.chunk(3, dim=-1)
+            dv = dvs[:, None, :] * unit[:, :, None]
+            if vector_sources.numel():
+                if vector_sources.shape != v.shape[:1] or vector_sources.dtype != torch.bool:
+                    raise ValueError(f"vector_sources must be a bool mask of shape {tuple(v.shape[:1])} or empty, got "
+                                     f"{vector_sources.dtype} of shape {tuple(vector_sources.shape)}")
+                e = torch.nonzero(vector_sources[j]).squeeze(1)
+                dv = dv.index_add(0, e, dvv[e, None, :] * v[j[e]])
         s = s.index_add(0, i, ds)
         v = v.index_add(0, i, dv)
         return s, v
@@ -101,7 +115,11 @@ class PaiNN(Backbone):
         self.check_inputs(z, pos, force_encoding, vector_atoms)
         s = self.embedding(z)
         v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
+        # PaiNN's vector features start at zero: before the first message only force-encoded atoms (DeNS's corrupted
+        # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding)
+        sources = torch.zeros(0, dtype=torch.bool, device=s.device)
         if force_encoding is not None:
+            sources = (force_encoding != 0).any(dim=-1)
             fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
             if self.force_encoding_max is not None:
                 # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high
@@ -119,8 +137,8 @@ class PaiNN(Backbone):
             r = safe_norm(vec, eps=1e-12)
             unit = vec / r[:, None]
             rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
-            for msg, upd in zip(self.messages, self.updates):
-                s, v = msg(s, v, j, i, rbf, fcut, unit)
+            for k, (msg, upd) in enumerate(zip(self.messages, self.updates)):
+                s, v = msg(s, v, j, i, rbf, fcut, unit, vector_sources=sources if k == 0 else None)
                 s, v = upd(s, v)
         e = self.energy_head(s).squeeze(-1)
         # the vector head is per atom: run it on the atoms whose vector is asked for

@@ -20,15 +20,15 @@ pre-trained generator; its Sigma_i cached once before training, reported separat
   order; an epoch's time is the sum of its steps and data loading. A drift of the machine then hits the three alike.
   What this leaves out is Lightning's own per-step bookkeeping, the same for the three runs.
 
-And one count (`operators`): the operators each run dispatches per step over the same 30 batches (`dispatched_ops`),
+And one count (`operators`): the operators each run dispatches per step over the same 30 batches (an epoch's, if fewer; `dispatched_ops`),
 which no load of the machine changes. At this size a step's time goes with its number of operator calls more than with
 its arithmetic, so the count shows where an overhead comes from even on a busy machine.
 
 The size of a batch decides which of the two a step is bound by: batches of 8 ethanols (72 atoms, the default) are
-bound by operator calls, whose number the noise raises by 16 % (frozen) and 69 % (joint); batches of 32 aspirins
-(672 atoms; `--molecule aspirin --batch-size 32`, the molecule of the paper's cost table) by arithmetic, where the
-frozen run adds almost nothing and the joint run adds psi on the corrupted structures and the gradient through the
-noisy positions.
+bound by operator calls, whose number the noise raises by about 17 % (frozen) and 70 % (joint); batches of 32
+aspirins (672 atoms; `--molecule aspirin --batch-size 32`, the molecule of the paper's cost table) by arithmetic,
+where the frozen run's extra operators cost about 1 % and the joint run still pays for psi on the corrupted
+structures and for the gradient through the noisy positions.
 
 Writes results/bench_overhead.json: the ratios first, then the runs, and the machine, load, threads and package
 versions before and after (benchmarks/_env.py)."""
@@ -142,8 +142,9 @@ def dispatched_ops(train, steps: int = 30, seed: int = 0, batch_size: int|None =
         params = [p for g in opt.param_groups for p in g["params"]]
         loader = DataLoader(ts, batch_size=cfg.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
         rng = torch.Generator().manual_seed(seed)   # the same corruption masks and noise draws for every run
-        counts = {"forward": 0, "backward": 0, "optimiser": 0}
-        for k, batch in zip(range(steps), loader):
+        counts, done = {"forward": 0, "backward": 0, "optimiser": 0}, 0
+        for k, batch in zip(range(steps), loader):   # fewer than `steps` when an epoch has fewer batches
+            done += 1
             with Count() as c:
                 total, _ = module.model.losses(batch, module.noise_cfg, module.current_weights(), rng=rng)
                 n_fwd = c.n
@@ -151,9 +152,9 @@ def dispatched_ops(train, steps: int = 30, seed: int = 0, batch_size: int|None =
                 n_bwd = c.n - n_fwd
                 opt.step()
             counts["forward"] += n_fwd; counts["backward"] += n_bwd; counts["optimiser"] += c.n - n_fwd - n_bwd
-        out[name] = {k: v / steps for k, v in counts.items()} | {"total": sum(counts.values()) / steps}
+        out[name] = {k: v / done for k, v in counts.items()} | {"total": sum(counts.values()) / done}
     base = out["none"]["total"]
-    return {"per_step": out, "steps": steps,
+    return {"per_step": out, "steps": done,
             "ratios": {"frozen_cached_over_none": out["anids_frozen_cached"]["total"] / base,
                        "joint_over_none": out["anids_joint"]["total"] / base}}
 

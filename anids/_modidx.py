@@ -86,6 +86,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.paper_comparison': ('crystals.html#paper_comparison', 'anids/crystals.py'),
                                 'anids.crystals.per_seed_frame': ('crystals.html#per_seed_frame', 'anids/crystals.py'),
                                 'anids.crystals.read_mace': ('crystals.html#read_mace', 'anids/crystals.py'),
+                                'anids.crystals.records_from_results': ('crystals.html#records_from_results', 'anids/crystals.py'),
                                 'anids.crystals.run_crystals': ('crystals.html#run_crystals', 'anids/crystals.py'),
                                 'anids.crystals.run_dir_of': ('crystals.html#run_dir_of', 'anids/crystals.py'),
                                 'anids.crystals.run_setup': ('crystals.html#run_setup', 'anids/crystals.py'),

@@ -22,7 +22,7 @@ __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRY
            'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run',
            'run_crystals', 'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame',
            'paired_frame', 'per_seed_frame', 'read_mace', 'paper_comparison', 'crystal_figure', 'crystal_results',
-           'write_crystal_results']
+           'write_crystal_results', 'records_from_results']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -587,3 +587,29 @@ def write_crystal_results(results: dict, results_dir="results", kind: str|None =
         path.unlink()
         raise
     return path
+
+def records_from_results(path) -> tuple[list[dict], dict|None]:
+    """The run records of an mlearn results file (`write_crystal_results`) as `crystal_run` returns them, and its MACE
+    entry (None if it has none): to redraw a table and figure from a shipped results file when the run folders are
+    gone. Only the test errors it stores come back (on its first test set), with status 'read' or 'diverged';
+    the runs it lists as missing come back 'missing'."""
+    path = Path(path)
+    top, runs = read_runs(path, "mlearn")
+    test = top.get("test_set") or "test"
+    dirs = (top.get("settings") or {}).get("run_dirs") or [None] * len(runs)
+    if len(dirs) != len(runs): raise ValueError(f"{path}: {len(runs)} runs but {len(dirs)} run_dirs in its settings")
+    recs = []
+    for r, d in zip(runs, dirs):
+        rec = {"system": r["system"], "method": r["method"], "seed": r["seed"], "run_dir": d or f"{path.name}: {r['method']} s{r['seed']}",
+               "recipe": top.get("recipe"), "n_parameters": r.get("n_parameters"), "train_time_s": r.get("train_time_s")}
+        if r.get("diverged"):
+            recs.append({**rec, "status": "diverged", "diverged": r["diverged"], "tests": {test: {}}})
+        else:
+            recs.append({**rec, "status": "read", "tests": {test: {k: r[k] for k in CRYSTAL_METRICS if r.get(k) is not None}}})
+    for m in top.get("missing") or []:
+        recs.append({"system": runs[0]["system"] if runs else None, "method": m["method"], "seed": m["seed"],
+                     "run_dir": m.get("run_dir"), "status": "missing", "tests": {}, "note": m.get("note")})
+    mace = top.get("mace")
+    if mace is not None and not isinstance(mace.get("metrics"), dict): raise ValueError(f"{path}: its 'mace' entry has no metrics")
+    return recs, mace
+

@@ -162,6 +162,14 @@ def test_oc22_notebook_runs(tmp_path):
     assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
     assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
     assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000
+    # from_results: the figure again from the results file alone (run folders gone), nothing trained or rewritten
+    import shutil
+    stored = res.read_text()
+    shutil.rmtree(tmp_path / "runs"); (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").unlink()
+    _papermill(NBS / "oc22.ipynb", tmp_path / "out2.ipynb",
+               _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}, from_results=str(res)))
+    assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000 and res.read_text() == stored
+    assert not (tmp_path / "runs").exists()
 
 
 def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):

@@ -62,6 +62,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.CrystalSetup.epochs_tag': ('crystals.html#crystalsetup.epochs_tag', 'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.results_name': ( 'crystals.html#crystalsetup.results_name',
                                                                               'anids/crystals.py'),
+                                'anids.crystals.CrystalSetup.tag': ('crystals.html#crystalsetup.tag', 'anids/crystals.py'),
                                 'anids.crystals._cell': ('crystals.html#_cell', 'anids/crystals.py'),
                                 'anids.crystals._check_files': ('crystals.html#_check_files', 'anids/crystals.py'),
                                 'anids.crystals._clean': ('crystals.html#_clean', 'anids/crystals.py'),

@@ -3,7 +3,7 @@
 # %% ../nbs/09e_crystals.ipynb #bbc8eaa6
 from __future__ import annotations
 import json, math
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import ase.units
 import numpy as np
@@ -101,6 +101,7 @@ class CrystalSetup:
     dataset: str                # what the data are, in words
     kind: str                   # results kind: oc22 | mptrj_alexandria | mlearn
     stress_key: str|None = None # stress key of ASE-readable files (mlearn files carry their stress)
+    settings: dict = field(default_factory=dict)   # the caller's own TrainConfig settings (a part of overrides)
 
     @property
     def config(self) -> TrainConfig: return make_config(self.recipe, **self.overrides)
@@ -113,10 +114,15 @@ class CrystalSetup:
         "'_<n>ep' when the epochs are set instead of taken from the recipe (results and figures then get their own files), else ''."
         return f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
     @property
+    def tag(self) -> str:
+        """The epochs tag, then `_<name><value>` for each of the caller's own settings in name order (`_120ep_lr0.003`):
+        runs made with other settings than the recipe's get their own results and figure files."""
+        return self.epochs_tag + "".join(f"_{k}{self.settings[k]}" for k in sorted(self.settings))
+    @property
     def results_name(self) -> str:
-        "File name (no suffix) of the results: `<kind>[_<system>]_<backbone>_<preset>[_<n>ep]`."
+        "File name (no suffix) of the results: `<kind>[_<system>]_<backbone>_<preset>[_<n>ep][_<setting><value>...]`."
         mid = f"_{self.system}" if self.kind == "mlearn" else ""
-        return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{self.epochs_tag}"
+        return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{self.tag}"
 
 def _check_files(train, tests: dict, how: str) -> None:
     missing = [str(p) for p in [train, *tests.values()] if not Path(p).is_file()]
@@ -180,7 +186,7 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
     _check_files(train, tests, how)
     kind = spec["kind"] if preset == "paper" else "mlearn"
     return CrystalSetup(table, preset, recipe, settings, train, tests, system, dataset, kind,
-                        spec["stress_key"] if preset == "paper" else None)
+                        spec["stress_key"] if preset == "paper" else None, dict(overrides))
 
 # %% ../nbs/09e_crystals.ipynb #8c5fd47c
 _RUN_ONLY = {"threads", "progress", "accelerator", "devices", "num_nodes", "strategy", "eval_batch_size",

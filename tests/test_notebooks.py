@@ -174,20 +174,23 @@ def test_oc22_notebook_runs(tmp_path):
 
 def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     """nbs/mptrj_alexandria.ipynb at a tiny size: trains none and AniDS (one seed, one epoch), then, read-only, shows the
-    table of the finished runs and lists the run that is missing (DeNS) without training it."""
+    table of the finished runs and lists the run that is missing (DeNS) without training it. The `overrides`
+    parameter reaches every run's config and names the results and the figure."""
     from anids.report import read_runs
     files = _copper_mlearn_files(tmp_path)
-    params = _crystal_params(tmp_path, files, test_files=str(files["test"]))
+    params = _crystal_params(tmp_path, files, test_files=str(files["test"]), overrides={"lr": 0.002})
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
-    res = tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep.json"
-    _, first = read_runs(res, "mlearn")
+    res = tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep_lr0.002.json"
+    top, first = read_runs(res, "mlearn")
+    assert top["settings"]["config"]["lr"] == 0.002
+    for r in first: assert json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["config"]["lr"] == 0.002
     res.unlink()
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})
     top, runs = read_runs(res, "mlearn")
     assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
     assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
     assert top["settings"]["statuses"] == {"none s0": "read", "dens s0": "missing", "anids s0": "read"}
-    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu_1ep.png").is_file()
+    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu_1ep_lr0.002.png").is_file()
     import nbformat
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
                      for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"

@@ -594,17 +594,21 @@ def write_crystal_results(results: dict, results_dir="results", kind: str|None =
         raise
     return path
 
-def records_from_results(path, epochs: int|None = None) -> tuple[list[dict], dict|None]:
+def records_from_results(path, epochs: int|None = None, settings: dict|None = None) -> tuple[list[dict], dict|None]:
     """The run records of an mlearn results file (`write_crystal_results`) as `crystal_run` returns them, and its MACE
     entry (None if it has none): to redraw a table and figure from a shipped results file when the run folders are
     gone. Only the test errors it stores come back (on its first test set), with status 'read' or 'diverged';
-    the runs it lists as missing come back 'missing'. `epochs`: the epochs the caller's setup has; a file of runs
-    trained for other epochs is an error (its figure would be titled and named wrongly)."""
+    the runs it lists as missing come back 'missing'. `epochs` and `settings` ({name: value} of TrainConfig): what the
+    caller's setup has; a file of runs trained otherwise is an error (its figure would be titled and named wrongly)."""
     path = Path(path)
     top, runs = read_runs(path, "mlearn")
-    stored = ((top.get("settings") or {}).get("config") or {}).get("epochs")
+    config = (top.get("settings") or {}).get("config") or {}
+    stored = config.get("epochs")
     if epochs is not None and stored != epochs:
         raise ValueError(f"{path} holds runs of {stored} epochs, not {epochs}")
+    other = {k: (config.get(k), v) for k, v in (settings or {}).items() if config.get(k) != v}
+    if other:
+        raise ValueError(f"{path} holds runs made with other settings: " + "; ".join(f"{k} {a!r} there, {b!r} here" for k, (a, b) in other.items()))
     test = top.get("test_set") or "test"
     dirs = (top.get("settings") or {}).get("run_dirs") or [None] * len(runs)
     if len(dirs) != len(runs): raise ValueError(f"{path}: {len(runs)} runs but {len(dirs)} run_dirs in its settings")

@@ -831,6 +831,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                         'anids/train.py'),
                              'anids.train._cached_noise_stats': ('train.html#_cached_noise_stats', 'anids/train.py'),
                              'anids.train._log_version': ('train.html#_log_version', 'anids/train.py'),
+                             'anids.train._mark_diverged': ('train.html#_mark_diverged', 'anids/train.py'),
                              'anids.train._merge_resumed_log': ('train.html#_merge_resumed_log', 'anids/train.py'),
                              'anids.train._quiet_lightning': ('train.html#_quiet_lightning', 'anids/train.py'),
                              'anids.train._read_lightning_checkpoint': ('train.html#_read_lightning_checkpoint', 'anids/train.py'),

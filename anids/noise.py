@@ -34,6 +34,10 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     if b.ndim != 1 or edge_index.shape != (2, b.shape[0]) or edge_vec.shape != (b.shape[0], 3):
         raise ValueError(f"inconsistent edge shapes: b {tuple(b.shape)}, edge_index {tuple(edge_index.shape)}, "
                          f"edge_vec {tuple(edge_vec.shape)}")
+    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(c).all())):
+        # a_i and c_i are exp() of the generator's outputs: inf or nan only come from a network whose training diverged
+        raise FloatingPointError("the noise generator's a_i or c_i is not finite (inf or nan): its training has diverged; "
+                                 "lower its learning rate (generator_lr) or set grad_clip")
     if not (torch.all(a > 0) and torch.all(c > 0)): raise ValueError("a_i and c_i must be positive")
     j, i = edge_index
     dist = torch.linalg.vector_norm(edge_vec, dim=-1)

@@ -574,6 +574,10 @@ def prepare_training(train_set, config: TrainConfig,
                         frozen_generator_stats=_cached_noise_stats(train_set, config.sigma_p))
     return module, config, list(train_set), info
 
+def _mark_diverged(out_dir: Path, msg: str, steps: int, config: TrainConfig) -> None:
+    "The marker a diverged run leaves next to its checkpoints (read by whoever collects runs, e.g. the crystal tables)."
+    (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": steps, "config": asdict(config)}, indent=1, default=str))
+
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
         resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
@@ -619,7 +623,13 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                         log_every_n_steps=max(1, min(50, module.steps_per_epoch)))
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
-    trainer.fit(module, ckpt_path=resume, **loaders)
+    try:
+        trainer.fit(module, ckpt_path=resume, **loaders)
+    except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
+        msg = (f"training diverged after {trainer.global_step} steps (lr {config.lr}, generator_lr "
+               f"{config.generator_lr or config.lr}): {e}. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")
+        if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
+        raise FloatingPointError(msg) from e
     train_time = clock.total()   # includes the time before a resumption
     if old_rows is not None: _merge_resumed_log(old_log, old_rows)
     model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
@@ -640,9 +650,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                    f"{out_dir / 'checkpoints'}; no metrics.json written")
             # a marker next to the checkpoints, so that whoever collects runs later (the crystal tables) can tell a
             # diverged run from one that has not finished
-            if trainer.is_global_zero:
-                (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": trainer.global_step,
-                                                                 "config": asdict(config)}, indent=1, default=str))
+            if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
             raise FloatingPointError(msg)
         if test_set is not None and len(test_set):
             metrics["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)

@@ -567,7 +567,8 @@ def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mac
     return _clean({
         "name": setup.results_name,
         "description": (f"{setup.dataset}; recipe {setup.recipe} ({setup.preset} preset), {cfg.backbone} preset {cfg.preset}, "
-                        f"{', '.join(map(str, epochs))} epochs; test errors on {tests[0]}"
+                        f"{', '.join(map(str, epochs))} epochs"
+                        + "".join(f", {k} {v}" for k, v in sorted(setup.settings.items())) + f"; test errors on {tests[0]}"
                         + (f" (also {', '.join(tests[1:])})" if len(tests) > 1 else "") + "; mean ± std over seeds"),
         "backbone": cfg.backbone, "preset": cfg.preset, "recipe": setup.recipe, "dataset": setup.dataset,
         "device": ", ".join(devices) or None, "threads": threads[0] if len(threads) == 1 else None,

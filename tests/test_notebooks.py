@@ -182,7 +182,7 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
     res = tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep_lr0.002.json"
     top, first = read_runs(res, "mlearn")
-    assert top["settings"]["config"]["lr"] == 0.002 and "40 epochs" not in top["description"] and ", lr 0.002;" in top["description"]
+    assert top["settings"]["config"]["lr"] == 0.002 and "1 epochs, lr 0.002; test errors" in top["description"]
     for r in first: assert json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["config"]["lr"] == 0.002
     res.unlink()
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})

@@ -21,8 +21,8 @@ from .report import PAPER_TABLES, METHOD_NAMES, read_runs
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'write_mlearn',
            'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run',
            'run_crystals', 'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame',
-           'paired_frame', 'per_seed_frame', 'read_mace', 'paper_comparison', 'crystal_figure', 'crystal_results',
-           'write_crystal_results', 'records_from_results']
+           'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison',
+           'crystal_figure', 'crystal_results', 'write_crystal_results', 'records_from_results']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -402,11 +402,8 @@ def per_seed_frame(records, test: str|None = None, ref: str = "none",
         rows.append(row)
     return pd.DataFrame(rows).set_index(["method", "seed"])
 
-def read_mace(path, metrics=CRYSTAL_METRICS) -> dict:
-    """MACE's test errors from a results JSON for the table's MACE row (MACE is not run here): a list `runs` of records,
-    each with a `seed` and any of the table's metric names in its units (meV/atom, meV/Å, GPa), at the top of the
-    record or under `test`; records with a `model` are taken where it starts with 'mace' (the format
-    `benchmarks/compare_mace.py` writes). Returns {file, metrics: {metric: entry}}."""
+def _mace_runs(path) -> list[dict]:
+    "The MACE runs of one results JSON (see `read_mace`)."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no MACE results file {path}")
     d = json.loads(path.read_text())
@@ -414,16 +411,61 @@ def read_mace(path, metrics=CRYSTAL_METRICS) -> dict:
     if not isinstance(runs, list) or not runs: raise ValueError(f"{path}: expected an object with a non-empty list 'runs'")
     runs = [r for r in runs if str(r.get("model", "mace")).lower().startswith("mace")]
     if not runs: raise ValueError(f"{path}: no run whose model is MACE")
+    for i, r in enumerate(runs):
+        if "seed" not in r: raise ValueError(f"{path}: run {i} has no seed")
+    return runs
+
+def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
+    """MACE's test errors from a results JSON for the table's MACE row (MACE is not run here): a list `runs` of records,
+    each with a `seed` and any of the table's metric names in its units (meV/atom, meV/Å, GPa), at the top of the
+    record or under `test`; records with a `model` are taken where it starts with 'mace' (the format
+    `benchmarks/compare_mace.py` writes). `path` may be a list of such files (e.g. one per seed, as
+    `compare_mace.py --mace-seeds S` writes them); a seed twice is an error. Returns {file, metrics: {metric: entry}},
+    `file` being `label` or the file names."""
+    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+    if not paths: raise ValueError("no MACE results file given")
+    runs, where = [], ", ".join(p.name for p in paths)
+    for p in paths: runs += _mace_runs(p)
     out = {}
     for k in metrics:
         vals = {}
-        for i, r in enumerate(runs):
-            if "seed" not in r: raise ValueError(f"{path}: run {i} has no seed")
+        for r in runs:
             v = r.get(k, (r.get("test") or {}).get(k))
-            if v is not None: vals[r["seed"]] = float(v)
+            if v is None: continue
+            if r["seed"] in vals: raise ValueError(f"{where}: two MACE runs of seed {r['seed']}")
+            vals[r["seed"]] = float(v)
         if vals: out[k] = seed_table({"mace": vals})[0]
-    if not out: raise ValueError(f"{path}: the MACE runs hold none of {list(metrics)}")
-    return {"file": path.name, "metrics": out}
+    if not out: raise ValueError(f"{where}: the MACE runs hold none of {list(metrics)}")
+    return {"file": label or where, "metrics": out}
+
+def mace_entry(path, how: str|None = None, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
+    """`read_mace` plus MACE's budget, as a results file stores it (`store_mace_entry`): `how` it was chosen (in words)
+    and the epochs, CPU seconds and wall seconds of every MACE run in seed order (`compare_mace.py` records them)."""
+    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
+    entry = read_mace(paths, metrics, label)
+    runs = sorted((r for p in paths for r in _mace_runs(p)), key=lambda r: r["seed"])
+    budget = {"seeds": [r["seed"] for r in runs], "mace_epochs": [r.get("epochs") for r in runs],
+              "mace_cpu_time_s": [r.get("cpu_time_s") for r in runs], "mace_wall_time_s": [r.get("wall_time_s") for r in runs]}
+    if how: budget = {"how": how, **budget}
+    return {**entry, "budget": budget}
+
+def store_mace_entry(results_path, mace: dict) -> Path:
+    """Put `mace` (`mace_entry`) into an mlearn results file as its MACE row, replacing the one it had, with our runs'
+    training times beside MACE's (`budget.ours_train_time_s`) so the two budgets are read side by side. For MACE run
+    after the table (the run folders may be gone); the file is read back with the report's reader."""
+    path = Path(results_path)
+    top, runs = read_runs(path, "mlearn")
+    if not isinstance(mace, dict) or not isinstance(mace.get("metrics"), dict) or not mace["metrics"]:
+        raise ValueError("the MACE entry has no metrics (make it with mace_entry)")
+    budget = dict(mace.get("budget") or {})
+    budget["ours_train_time_s"] = {f"{r['method']} s{r['seed']}": r.get("train_time_s") for r in runs}
+    d = json.loads(path.read_text())
+    d["mace"] = _clean({**mace, "budget": budget})
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(d, indent=2, default=str))   # as write_results writes it
+    tmp.replace(path)
+    records_from_results(path)   # still a results file the report and the notebooks read
+    return path
 
 def _rel(x: float, base: float) -> str:
     return "—" if not (np.isfinite(x) and np.isfinite(base)) else f"{100 * (x - base) / base:+.1f} %"

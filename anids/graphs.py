@@ -4,7 +4,10 @@
 from __future__ import annotations
 from dataclasses import dataclass
 import torch
-from vesin.torch import NeighborList
+try:   # newer vesin-torch installs `vesin_torch`; the older path `vesin.torch` warns that it is deprecated
+    from vesin_torch import NeighborList
+except ImportError:
+    from vesin.torch import NeighborList
 
 # %% auto #0
 __all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'radius_graph',

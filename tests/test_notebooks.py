@@ -170,6 +170,19 @@ def test_oc22_notebook_runs(tmp_path):
                _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}, from_results=str(res)))
     assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000 and res.read_text() == stored
     assert not (tmp_path / "runs").exists()
+    # MACE trained afterwards, one file per seed: with mace_budget its row and both budgets go into the results file
+    mace_files = []
+    for seed, f in ((0, 11.0), (1, 13.0)):
+        mace_files.append(tmp_path / f"mace_s{seed}.json")
+        mace_files[-1].write_text(json.dumps({"runs": [{"model": "mace", "seed": seed, "epochs": 3, "cpu_time_s": 40.0 + seed,
+                                                         "force_mae_meV_A": f, "stress_mae_GPa": 0.5}]}))
+    _papermill(NBS / "oc22.ipynb", tmp_path / "out3.ipynb",
+               _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}, from_results=str(res),
+                               mace_results=[str(f) for f in mace_files], mace_budget="3 epochs, about our CPU time"))
+    top3, runs3 = read_runs(res, "mlearn")
+    assert runs3 == runs and top3["mace"]["metrics"]["force_mae_meV_A"]["mean"] == 12.0
+    assert top3["mace"]["budget"]["how"] == "3 epochs, about our CPU time" and top3["mace"]["budget"]["mace_cpu_time_s"] == [40.0, 41.0]
+    assert set(top3["mace"]["budget"]["ours_train_time_s"]) == {"none s0", "dens s0", "anids s0"}
 
 
 def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):

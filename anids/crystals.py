@@ -421,7 +421,7 @@ def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
     record or under `test`; records with a `model` are taken where it starts with 'mace' (the format
     `benchmarks/compare_mace.py` writes). `path` may be a list of such files (e.g. one per seed, as
     `compare_mace.py --mace-seeds S` writes them); a seed twice is an error. Returns {file, metrics: {metric: entry}},
-    `file` being `label` or the file names."""
+    `file` being `label` or the file names (after their folder's name when they share one)."""
     paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
     if not paths: raise ValueError("no MACE results file given")
     runs, where = [], ", ".join(p.name for p in paths)
@@ -436,7 +436,8 @@ def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
             vals[r["seed"]] = float(v)
         if vals: out[k] = seed_table({"mace": vals})[0]
     if not out: raise ValueError(f"{where}: the MACE runs hold none of {list(metrics)}")
-    return {"file": label or where, "metrics": out}
+    folder = f"{paths[0].parent.name}/" if len(paths) > 1 and len({q.parent for q in paths}) == 1 else ""
+    return {"file": label or folder + where, "metrics": out}
 
 def mace_entry(path, how: str|None = None, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
     """`read_mace` plus MACE's budget, as a results file stores it (`store_mace_entry`): `how` it was chosen (in words)

@@ -159,11 +159,15 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
                        train_generator=True, kl_warmup_threshold=2.0),
     # The mlearn elemental crystals (Si, Mo; about 200 periodic cells of 2-96 atoms) on a laptop CPU: PaiNN demo,
     # conservative forces and stress, psi trained jointly from scratch (no pre-trained generator knows Si or Mo) with
-    # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A): 2000 =
-    # 80 x ~25 A^2, the ratio of force RMS to stress RMS on these data, so a relative stress error weighs about as
-    # much as a relative force error.
-    "mlearn-cpu": dict(backbone="painn", preset="demo", epochs=40, batch_size=4, lr=1e-3, min_lr_ratio=0.01, weight_decay=1e-6,
-                       warmup_epochs=2, ema_decay=0.99, lambda_energy=1, lambda_force=80, lambda_stress=2000, p=0.25, r=0.25,
+    # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A); 2000 was
+    # set as 80 x ~25 A^2 (the ratio of force RMS to stress RMS on these data) for lambda_F 80, and it stays with
+    # lambda_F 200: a tenth of it (200) raised the force error. lr 3e-3 and lambda_F 200 were chosen on Si (seed 0, no
+    # denoising); 3 seeds each against lr 1e-3 and lambda_F 80, in the same time: force MAE Si 104.0 -> 91.8, Mo
+    # 119.8 -> 111.8 meV/A; energy MAE Si 10.3 -> 8.1, Mo 4.3 -> 6.4 meV/atom. psi keeps lr 1e-3 (at 3e-3 the
+    # jointly trained generator diverged on Si).
+    "mlearn-cpu": dict(backbone="painn", preset="demo", epochs=40, batch_size=4, lr=3e-3, generator_lr=1e-3, min_lr_ratio=0.01,
+                       weight_decay=1e-6, warmup_epochs=2, ema_decay=0.99, lambda_energy=1, lambda_force=200, lambda_stress=2000,
+                       p=0.25, r=0.25,
                        lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, lambda_gamma=0.0,
                        train_generator=None, kl_warmup_threshold=2.0, check_val_every_n_epoch=5),
     # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)

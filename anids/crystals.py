@@ -22,7 +22,8 @@ __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRY
            'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run',
            'run_crystals', 'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame',
            'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison',
-           'crystal_figure', 'crystal_results', 'write_crystal_results', 'records_from_results']
+           'crystal_figure', 'crystal_results', 'write_crystal_results', 'records_from_results',
+           'merge_crystal_results']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -671,3 +672,68 @@ def records_from_results(path, epochs: int|None = None, settings: dict|None = No
     if mace is not None and not isinstance(mace.get("metrics"), dict): raise ValueError(f"{path}: its 'mace' entry has no metrics")
     return recs, mace
 
+
+# %% ../nbs/09e_crystals.ipynb #d965edf8
+_MERGE_LOOSE = ("seed", "threads", "progress", "accelerator")   # settings that may differ between parts of one table
+
+def _table_identity(d: dict) -> dict:
+    "What the parts of one table share: training settings apart from the seed, results name, data, systems."
+    cfg = {k: v for k, v in ((d.get("settings") or {}).get("config") or {}).items() if k not in _MERGE_LOOSE}
+    return {"config": cfg, "name": d.get("name"), "test_set": d.get("test_set"),
+            "train_file": Path(str(d.get("train_file") or "")).name,
+            "test_files": {k: Path(str(v)).name for k, v in (d.get("test_files") or {}).items()},
+            "systems": sorted({str(r.get("system")) for r in d.get("runs") or []})}
+
+def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) -> Path:
+    """One mlearn results file from several parts of the same table (the same settings apart from the seed), written as
+    `results_dir/<name>.json` and read back with the report's reader. The runs of all parts, the summary recomputed over
+    every seed, `merged_from` (each part's file, seeds and versions). `mace`: MACE's row over all its seeds
+    (`mace_entry`); without it the parts' MACE rows must agree (or only one part has one)."""
+    paths = [Path(p) for p in paths]
+    if len(paths) < 2: raise ValueError(f"give at least two results files to merge, got {len(paths)}")
+    files = []
+    for p in paths:
+        read_runs(p, "mlearn")   # the report's reader: a malformed part stops here, named
+        files.append(json.loads(p.read_text()))
+    ref = _table_identity(files[0])
+    for p, d in zip(paths[1:], files[1:]):
+        other = _table_identity(d)
+        diff = [k for k in ref if k != "config" and other[k] != ref[k]]
+        diff += [f"{k} {ref['config'].get(k)!r} in {paths[0].name}, {other['config'].get(k)!r} here"
+                 for k in sorted(set(ref["config"]) | set(other["config"])) if ref["config"].get(k) != other["config"].get(k)]
+        if diff: raise ValueError(f"{p.name} is not a part of the table of {paths[0].name}: " + "; ".join(diff))
+    records, missing, where = [], {}, {}
+    for p in paths:
+        for r in records_from_results(p)[0]:
+            key = (r["method"], r["seed"])
+            if r["status"] == "missing": missing.setdefault(key, r); continue
+            if key in where: raise ValueError(f"{r['method']} seed {r['seed']} is in both {where[key]} and {p.name}")
+            where[key] = p.name; records.append(r)
+    still_missing = [r for k, r in missing.items() if k not in where]
+    summary = crystal_summary(records + still_missing)
+    if mace is None:
+        rows = {json.dumps(d["mace"], sort_keys=True, default=str): d["mace"] for d in files if d.get("mace")}
+        if len(rows) > 1:
+            raise ValueError("the parts have different MACE rows: give mace= (mace_entry over all MACE seeds)")
+        mace = next(iter(rows.values()), None)
+    elif not isinstance(mace, dict) or not isinstance(mace.get("metrics"), dict) or not mace["metrics"]:
+        raise ValueError("the MACE entry has no metrics (make it with mace_entry)")
+    first = files[0]
+    settings = {**first["settings"], "run_dirs": [d for f in files for d in f["settings"].get("run_dirs") or []],
+                "statuses": {k: v for f in files for k, v in (f["settings"].get("statuses") or {}).items()},
+                "out_dir": [f["settings"].get("out_dir") for f in files]}
+    seeds = lambda f: sorted({r["seed"] for r in f["runs"]})
+    merged = _clean({**first, "runs": [r for f in files for r in f["runs"]],
+                     "missing": [{"method": r["method"], "seed": r["seed"], "run_dir": r.get("run_dir"), "note": r.get("note")}
+                                 for r in still_missing],
+                     "summary": {k: {m: {x: e[x] for x in e if x != "row"} for m, e in by.items()} for k, by in summary.items()},
+                     "settings": settings, "mace": None,
+                     "merged_from": [{"file": p.name, "seeds": seeds(f), "versions": f.get("versions")} for p, f in zip(paths, files)]})
+    path = Path(results_dir) / f"{first['name']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(merged, indent=2, default=str))   # versions: the first part's (each part's in merged_from)
+    tmp.replace(path)
+    if mace is not None: store_mace_entry(path, mace)   # with both sides' budgets over all runs
+    records_from_results(path)
+    return path

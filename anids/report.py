@@ -651,13 +651,16 @@ def cost_section(results_dir) -> Section:
         d = read_json(oh)
         require(d, ["ratios", "runs"], oh)
         if set(d["runs"]) - set(names): raise ValueError(f"results file {oh.name}: unknown runs {sorted(set(d['runs']) - set(names))}; known: {list(names)}")
-        # the benchmark's own ratios (median over alternating rounds), not the ratio of the mean times
-        ratio = lambda k: 1.0 if k == "none" else d["ratios"][key(k)]
+        # the benchmark's own ratios (median over alternating rounds), not the ratio of the mean times; a file made with
+        # --rounds 0 (interleaved steps only, e.g. a backbone too slow for whole runs) has none
+        rounds = d["ratios"] or {}
+        ratio = lambda k: (1.0 if k == "none" else rounds[key(k)]) if rounds else None
+        fmt = lambda v, f: "—" if v is None else format(v, f)
         # the interleaved-steps ratios (when measured): the three runs' steps alternate one by one, so a drift of the
         # machine's speed cannot favour one run
         inter = d.get("ratios_interleaved") or {}
         ratio_i = lambda k: "1.000" if k == "none" else f"{inter[key(k)]:.3f}" if inter else "—"
-        t = pd.DataFrame([[f"{r['seconds_per_epoch']:.2f}", f"{ratio(k):.3f}", ratio_i(k), names[k][1]] for k, r in d["runs"].items()],
+        t = pd.DataFrame([[fmt(r.get("seconds_per_epoch"), ".2f"), fmt(ratio(k), ".3f"), ratio_i(k), names[k][1]] for k, r in d["runs"].items()],
                          index=[names[k][0] for k in d["runs"]],
                          columns=["ours s per epoch", "ours time / no noise (Lightning epochs, median of rounds)",
                                   "ours time / no noise (interleaved steps)", "paper time / no noise"])
@@ -666,11 +669,13 @@ def cost_section(results_dir) -> Section:
         size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
                 if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
         extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
-        if not tag: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
+        if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
         s = d.get("settings", {})
         prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")
-                               + f", {s.get('epochs', '?')} epochs x {s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
-                               + (f"; then {s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else ""),
+                               + (f", {s.get('epochs', '?')} epochs x {s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
+                                  if rounds else ", no whole runs (--rounds 0)")
+                               + (f"; {'then ' if rounds else ''}{s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else "")
+                               + (f"; frozen generator from {d['frozen_from']}" if d.get("frozen_from", "qm9") != "qm9" else ""),
                                [], machine_of(d), _short_rev(d)))
         used.append(oh.name)
         if "frozen_cached_p0_over_none" in inter:

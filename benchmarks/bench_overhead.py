@@ -4,10 +4,17 @@
     python benchmarks/bench_overhead.py --train my.xyz --threads 1
     python benchmarks/bench_overhead.py --rounds 0 --interleaved-epochs 0 --out ops.json   # operator counts only
     python benchmarks/bench_overhead.py --molecule aspirin --batch-size 32 --out results/bench_overhead_aspirin_b32.json
+    python benchmarks/bench_overhead.py --backbone equiformer_v2 --preset rmd17 --molecule aspirin --n 50 --batch-size 2 \
+        --frozen-from untrained --rounds 0 --out results/bench_overhead_equiformer_v2_rmd17.json   # the paper's cost table
 
-Three runs on the same structures, backbone and recipe (md17-demo): no noise; AniDS with psi frozen (the shipped QM9
-pre-trained generator; its Sigma_i cached once before training, reported separately); AniDS with psi trained jointly
-(Algorithm 2 from scratch). Two measurements:
+Three runs on the same structures, backbone and recipe (md17-demo; PaiNN demo unless `--backbone` / `--preset` say
+otherwise): no noise; AniDS with psi frozen (`--frozen-from`: the shipped QM9 pre-trained generator by default; its
+Sigma_i cached once before training, reported separately); AniDS with psi trained jointly (Algorithm 2 from scratch).
+A backbone without a shipped generator (EquiformerV2, the backbone of the paper's cost table: `--backbone equiformer_v2
+--preset rmd17`, 50 aspirins, batch 2) is timed with `--frozen-from untrained`: a checkpoint of the same model with its
+generator at its initial weights, written for this benchmark only. What a frozen step costs does not depend on psi's
+weights (its covariances are cached before training and each step reads them), so the timing is that of a pre-trained
+one; the fits it makes are not meant to be used. Two measurements:
 
 - Lightning epochs (`ratios`): each run is a whole `anids.train.fit`; its seconds per epoch are the median over its
   epochs after the first. The three runs alternate `--rounds` times and the ratios are the medians of the per-round
@@ -56,6 +63,24 @@ class EpochTimer(Callback):
 
 RUNS = {"none": dict(method="none", pretrained=None), "anids_frozen_cached": dict(method="anids", pretrained="qm9"),
         "anids_joint": dict(method="anids", pretrained=None)}
+FROZEN = "qm9"   # what the frozen runs start from (main sets it from --frozen-from)
+MODEL = {}       # backbone, preset and generator preset overrides of the md17-demo recipe (main sets them)
+
+
+def _pretrained(r: dict):
+    "The frozen runs' weights: FROZEN in place of the default 'qm9'."
+    return FROZEN if r["pretrained"] == "qm9" else r["pretrained"]
+
+
+def untrained_generator_checkpoint(path, backbone: str, preset: str, generator_preset: str|None) -> str:
+    """A checkpoint of an AniDS model whose generator keeps its initial weights, for timing a frozen psi on a backbone
+    that has no pre-trained one (the cost of a frozen step does not depend on psi's weights). Not for training."""
+    from anids.model import build_model, save_model
+    torch.manual_seed(0)
+    spec = dict(backbone=backbone, preset=preset, method="anids")
+    if generator_preset: spec["generator_preset"] = generator_preset
+    save_model(build_model(**spec), path, extra={"purpose": "timing a frozen generator (bench_overhead.py); psi is untrained"})
+    return str(path)
 
 
 CONTROLS = {  # extra interleaved runs that take one piece of the frozen run's work away
@@ -75,9 +100,9 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
     runs, todo = {}, {**RUNS, **{CONTROLS[k][0]: CONTROLS[k][1] for k in wanted}}
     for name, r in todo.items():
         cfg = make_config("md17-demo", method=r["method"], epochs=epochs, threads=threads, progress=False, seed=seed,
-                          **{k: r[k] for k in ("p", "force_encoding") if k in r}, **_batch(batch_size))
+                          **{k: r[k] for k in ("p", "force_encoding") if k in r}, **_batch(batch_size), **MODEL)
         torch.manual_seed(seed)
-        module, cfg, ts, _ = prepare_training(train, cfg, r["pretrained"])
+        module, cfg, ts, _ = prepare_training(train, cfg, _pretrained(r))
         opt = module.configure_optimizers()["optimizer"]
         ema = _TrainableAveragedModel(module.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -135,9 +160,10 @@ def dispatched_ops(train, steps: int = 30, seed: int = 0, batch_size: int|None =
 
     out = {}
     for name, r in RUNS.items():
-        cfg = make_config("md17-demo", method=r["method"], epochs=1, threads=1, progress=False, seed=seed, **_batch(batch_size))
+        cfg = make_config("md17-demo", method=r["method"], epochs=1, threads=1, progress=False, seed=seed, **_batch(batch_size),
+                          **MODEL)
         torch.manual_seed(seed)
-        module, cfg, ts, _ = prepare_training(train, cfg, r["pretrained"])
+        module, cfg, ts, _ = prepare_training(train, cfg, _pretrained(r))
         opt = module.configure_optimizers()["optimizer"]
         params = [p for g in opt.param_groups for p in g["params"]]
         loader = DataLoader(ts, batch_size=cfg.batch_size, shuffle=True, generator=torch.Generator().manual_seed(seed))
@@ -164,6 +190,12 @@ def main(argv=None):
     p.add_argument("--train", help="extxyz with energies and forces (default: the bundled --molecule)")
     p.add_argument("--molecule", default="ethanol", help="bundled MD17 molecule when no --train is given (default ethanol)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the md17-demo recipe's, 8)")
+    p.add_argument("--backbone", default=None, help="backbone (default: the md17-demo recipe's, painn)")
+    p.add_argument("--preset", default=None, help="backbone preset (default: the md17-demo recipe's, demo)")
+    p.add_argument("--generator-preset", default=None, help="preset of psi's encoder (default: the recipe's)")
+    p.add_argument("--frozen-from", default="qm9",
+                   help="weights of the frozen runs: 'qm9' (the shipped pre-trained generator of the backbone and preset), "
+                        "a checkpoint path, or 'untrained' (a checkpoint written for timing only; see above)")
     p.add_argument("--n", type=int, default=400, help="training structures (default 400)")
     p.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is not timed (default 4)")
     p.add_argument("--threads", type=int, default=2)
@@ -179,6 +211,15 @@ def main(argv=None):
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
     if a.batch_size is not None and a.batch_size < 1: p.error(f"--batch-size must be positive, got {a.batch_size}")
+    global FROZEN
+    MODEL.update({k: v for k, v in (("backbone", a.backbone), ("preset", a.preset), ("generator_preset", a.generator_preset))
+                  if v is not None})
+    tmp = tempfile.TemporaryDirectory()
+    if a.frozen_from == "untrained":
+        c = make_config("md17-demo", **MODEL)
+        FROZEN = untrained_generator_checkpoint(Path(tmp.name) / "untrained_generator.pt", c.backbone, c.preset, c.generator_preset)
+    else:
+        FROZEN = a.frozen_from
     frames = D.read_structures(a.train) if a.train else D.load_md17(a.molecule)
     if len(frames) < a.n + 1: p.error(f"{len(frames)} structures; --n {a.n} needs at least {a.n + 1} (one for validation)")
     train, val = frames[:a.n], frames[a.n:a.n + 20]
@@ -190,9 +231,9 @@ def main(argv=None):
         for name, r in runs.items():
             timer = EpochTimer()
             cfg = make_config("md17-demo", method=r["method"], epochs=a.epochs, threads=a.threads, progress=False,
-                              check_val_every_n_epoch=a.epochs, seed=rnd, **_batch(a.batch_size))
+                              check_val_every_n_epoch=a.epochs, seed=rnd, **_batch(a.batch_size), **MODEL)
             with tempfile.TemporaryDirectory() as d:
-                m = fit(train, val, cfg, d, pretrained=r["pretrained"], callbacks=[timer])
+                m = fit(train, val, cfg, d, pretrained=_pretrained(r), callbacks=[timer])
             res[name]["seconds_per_epoch_by_round"].append(statistics.median(timer.times[1:]))
             res[name]["epoch_times_s"].append(timer.times)
             res[name].update(train_generator=m["config"]["train_generator"], covariance_cache_s=m["extra"].get("covariance_cache_s"))
@@ -223,12 +264,14 @@ def main(argv=None):
               + f"; frozen (cached) / none = {ops['ratios']['frozen_cached_over_none']:.3f}, joint / none = "
                 f"{ops['ratios']['joint_over_none']:.3f}")
     env_after = environment()
+    cfg0 = make_config("md17-demo", **_batch(a.batch_size), **MODEL)
     if (w := load_warning(env_before, env_after)): print(w)
     out = {"ratios": ratios, "ratios_interleaved": inter["ratios"] if inter else None, "ratios_by_round": per_round,
            "interleaved": inter, "operators": ops, "targets": {"frozen_cached_over_none": 1.03, "joint_over_none": 1.15},
-           "runs": res, "settings": vars(a), "n_train": len(train), "backbone": "painn demo",
+           "runs": res, "settings": vars(a), "n_train": len(train), "backbone": f"{cfg0.backbone} {cfg0.preset}", "generator_preset": cfg0.generator_preset,
+           "frozen_from": a.frozen_from,
            "data": a.train or f"bundled {a.molecule}", "atoms_per_structure": int(train[0].num_nodes),
-           "batch_size": a.batch_size or make_config("md17-demo").batch_size,
+           "batch_size": cfg0.batch_size,
            "environment_before": env_before, "environment_after": env_after}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))

@@ -673,7 +673,7 @@ def records_from_results(path, epochs: int|None = None, settings: dict|None = No
     return recs, mace
 
 
-# %% ../nbs/09e_crystals.ipynb #d965edf8
+# %% ../nbs/09e_crystals.ipynb #6aabe88b
 _MERGE_LOOSE = ("seed", "threads", "progress", "accelerator")   # settings that may differ between parts of one table
 
 def _table_identity(d: dict) -> dict:
@@ -719,16 +719,20 @@ def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) 
     elif not isinstance(mace, dict) or not isinstance(mace.get("metrics"), dict) or not mace["metrics"]:
         raise ValueError("the MACE entry has no metrics (make it with mace_entry)")
     first = files[0]
-    settings = {**first["settings"], "run_dirs": [d for f in files for d in f["settings"].get("run_dirs") or []],
+    # the runs in seed order, methods in the order they first appear (as a table run at once lists them), each with its folder
+    pairs = [(r, d) for f in files for r, d in zip(f["runs"], f["settings"].get("run_dirs") or [None] * len(f["runs"]))]
+    order = list(dict.fromkeys(r["method"] for r, _ in pairs))
+    pairs.sort(key=lambda rd: (rd[0]["seed"], order.index(rd[0]["method"])))
+    settings = {**first["settings"], "run_dirs": [d for _, d in pairs],
                 "statuses": {k: v for f in files for k, v in (f["settings"].get("statuses") or {}).items()},
                 "out_dir": [f["settings"].get("out_dir") for f in files]}
     seeds = lambda f: sorted({r["seed"] for r in f["runs"]})
-    merged = _clean({**first, "runs": [r for f in files for r in f["runs"]],
+    merged = _clean({**first, "runs": [r for r, _ in pairs],
                      "missing": [{"method": r["method"], "seed": r["seed"], "run_dir": r.get("run_dir"), "note": r.get("note")}
                                  for r in still_missing],
                      "summary": {k: {m: {x: e[x] for x in e if x != "row"} for m, e in by.items()} for k, by in summary.items()},
                      "settings": settings, "mace": None,
-                     "merged_from": [{"file": p.name, "seeds": seeds(f), "versions": f.get("versions")} for p, f in zip(paths, files)]})
+                     "merged_from": [{"file": str(p), "seeds": seeds(f), "versions": f.get("versions")} for p, f in zip(paths, files)]})
     path = Path(results_dir) / f"{first['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

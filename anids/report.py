@@ -666,7 +666,8 @@ def cost_section(results_dir) -> Section:
                                   "ours time / no noise (interleaved steps)", "paper time / no noise"])
         t.index.name = "Method"
         tag = oh.stem.removeprefix("bench_overhead").removeprefix("_")
-        size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
+        size = (("" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, ")   # PaiNN demo: the default
+                + f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
                 if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
         extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
         if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}

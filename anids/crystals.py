@@ -673,7 +673,7 @@ def records_from_results(path, epochs: int|None = None, settings: dict|None = No
     return recs, mace
 
 
-# %% ../nbs/09e_crystals.ipynb #2354c4fb
+# %% ../nbs/09e_crystals.ipynb #09c65b6b
 _MERGE_LOOSE = ("seed", "threads", "progress", "accelerator")   # settings that may differ between parts of one table
 
 def _table_identity(d: dict) -> dict:

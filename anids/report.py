@@ -293,7 +293,10 @@ def require(data: dict, keys, path, where: str = "") -> None:
         raise ValueError(f"results file {Path(path).name}{where} lacks {missing}; it has {sorted(data)}")
 
 def _short_rev(d: dict) -> str|None:
-    "The git revision a result was made with (first 7 characters), wherever the file records it."
+    "The git revision a result was made with (first 7 characters), wherever the file records it; each part's for a merged file."
+    parts = [m.get("versions") for m in d.get("merged_from") or [] if isinstance(m, dict) and isinstance(m.get("versions"), dict)]
+    revs = list(dict.fromkeys(v["git_revision"][:7] for v in parts if isinstance(v.get("git_revision"), str) and v["git_revision"]))
+    if revs: return ", ".join(revs)
     for v in (d.get("versions"), d.get("versions_here"), (d.get("environment_before") or {}).get("versions"), d):
         rev = (v or {}).get("git_revision") if isinstance(v, dict) else None
         if isinstance(rev, str) and rev: return rev[:7]
@@ -666,10 +669,10 @@ def cost_section(results_dir) -> Section:
                                   "ours time / no noise (interleaved steps)", "paper time / no noise"])
         t.index.name = "Method"
         tag = oh.stem.removeprefix("bench_overhead").removeprefix("_")
-        size = (("" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, ")   # PaiNN demo: the default
-                + f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
+        size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
                 if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
-        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
+        backbone = "" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, "   # PaiNN demo: the default
+        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {backbone}{size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
         if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
         s = d.get("settings", {})
         prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")
@@ -706,7 +709,9 @@ def _group(recs, key=run_label):
     return out
 
 def _stat(rs, metric) -> Stat|None:
-    vals = [(r["seed"], r[metric]) for r in rs if metric in r]
+    # null in an optional number of a run not marked diverged: not measured (e.g. the stress of a model that predicts
+    # none), so left out rather than counted as diverged; required numbers are NaN already (read_runs)
+    vals = [(r["seed"], r[metric]) for r in rs if metric in r and (r[metric] is not None or r.get("diverged"))]
     where = f"{', '.join(sorted({r['file'] for r in rs}))}, {run_label(rs[0])}, {metric}" if rs else ""
     return seed_stats([v for _, v in vals], [s for s, _ in vals], where) if vals else None
 

@@ -311,6 +311,10 @@ def machine_of(d: dict) -> str:
         cpus = env.get("usable_cpus") or env.get("logical_cpus")
         t = (env.get("threading") or {}).get("torch_threads", threads)
         s = f"{env['cpu']}, {cpus} CPUs, {t} threads" if t else f"{env['cpu']}, {cpus} CPUs"
+        # a GPU run: the GPU first (environment's own record, else the benchmark's device field)
+        dev = d.get("device")
+        gpu = env.get("gpu") or (dev.get("device") if isinstance(dev, dict) else dev)
+        if isinstance(gpu, str) and gpu not in ("cpu", "gpu", "cuda"): s = f"{gpu} (GPU); {s}"
         load = env.get("load_average_1_5_15min")
         return s + (f", load {load[0]:.1f} (1-min average) at the start" if load else "")
     m = d.get("machine")
@@ -672,7 +676,9 @@ def cost_section(results_dir) -> Section:
         size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
                 if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
         backbone = "" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, "   # PaiNN demo: the default
-        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {backbone}{size}" if tag and size else f", {tag}" if tag else "") + ")"] = t
+        dev = d.get("device", "cpu")
+        on = "" if dev == "cpu" else f", on {dev}"                                                  # a GPU run says which
+        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {backbone}{size}" if tag and size else f", {tag}" if tag else "") + on + ")"] = t
         if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
         s = d.get("settings", {})
         prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")

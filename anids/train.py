@@ -315,6 +315,10 @@ class _TrainableAveragedModel(AveragedModel):
         self.decay, self._pairs = float(decay), None
     def update_parameters(self, model):
         if self._pairs is None or self._pairs[2] is not model:
+            # Lightning builds the average in `setup`, before it moves the model to its accelerator: the average
+            # follows the model there (torch's own update copies every parameter across devices at every step)
+            device = next(model.parameters()).device
+            if next(self.module.parameters()).device != device: self.module.to(device)
             mine = dict(self.module.named_parameters())
             names = [n for n, p in model.named_parameters() if p.requires_grad]
             self._pairs = ([mine[n].detach() for n in names],

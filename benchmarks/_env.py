@@ -32,10 +32,12 @@ def _versions() -> dict:
 
 
 def environment() -> dict:
-    "Machine, load, threads and versions now (call before and after the timed runs)."
+    "Machine (the GPU torch sees, if any), load, threads and versions now (call before and after the timed runs)."
     try: affinity = len(os.sched_getaffinity(0))
     except AttributeError: affinity = None
-    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_model(),
+    import torch
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {"date": datetime.datetime.now().isoformat(timespec="seconds"), "cpu": cpu_model(), "gpu": gpu,
             "logical_cpus": os.cpu_count(), "usable_cpus": affinity, "load_average_1_5_15min": list(os.getloadavg()),
             "platform": platform.platform(), "threading": _threading(), "versions": _versions()}
 

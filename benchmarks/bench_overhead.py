@@ -6,6 +6,7 @@
     python benchmarks/bench_overhead.py --molecule aspirin --batch-size 32 --out results/bench_overhead_aspirin_b32.json
     python benchmarks/bench_overhead.py --backbone equiformer_v2 --preset rmd17 --molecule aspirin --n 50 --batch-size 2 \
         --frozen-from untrained --rounds 0 --out results/bench_overhead_equiformer_v2_rmd17.json   # the paper's cost table
+    python benchmarks/bench_overhead.py ... --device cuda --no-count-ops   # the same on a GPU (the paper's table is an H100's)
 
 Three runs on the same structures, backbone and recipe (md17-demo; PaiNN demo unless `--backbone` / `--preset` say
 otherwise): no noise; AniDS with psi frozen (`--frozen-from`: the shipped QM9 pre-trained generator by default; its
@@ -64,6 +65,7 @@ class EpochTimer(Callback):
 RUNS = {"none": dict(method="none", pretrained=None), "anids_frozen_cached": dict(method="anids", pretrained="qm9"),
         "anids_joint": dict(method="anids", pretrained=None)}
 FROZEN = "qm9"   # what the frozen runs start from (main sets it from --frozen-from)
+ACCELERATOR = {"cpu": "cpu", "cuda": "gpu"}   # --device -> Lightning's accelerator
 MODEL = {}       # backbone, preset and generator preset overrides of the md17-demo recipe (main sets them)
 
 
@@ -90,11 +92,15 @@ CONTROLS = {  # extra interleaved runs that take one piece of the frozen run's w
 
 
 def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool = False, fenc_control: bool = False,
-                batch_size: int|None = None) -> dict:
+                batch_size: int|None = None, device: str = "cpu") -> dict:
     """Epoch times of the three runs with their training steps interleaved one by one (see the module docstring).
     `control`: a fourth run, psi frozen and cached but no structure ever corrupted (p = 0), which shows what the
     cached covariances and the generator's presence cost by themselves. `fenc_control`: a run like the frozen one
-    without DeNS's force encoding of the corrupted atoms (not the paper's method: it shows what the encoding costs)."""
+    without DeNS's force encoding of the corrupted atoms (not the paper's method: it shows what the encoding costs).
+    `device`: where the models train (the covariances of a frozen psi are cached on the CPU first, as `fit` does;
+    each batch is moved to the device inside its step, and on a GPU the clock is read after a synchronisation)."""
+    dev = torch.device(device)
+    sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
     from torch_geometric.loader import DataLoader
     wanted = [k for k, on in (("p0", control), ("no_force_encoding", fenc_control)) if on]
     runs, todo = {}, {**RUNS, **{CONTROLS[k][0]: CONTROLS[k][1] for k in wanted}}
@@ -103,6 +109,7 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
                           **{k: r[k] for k in ("p", "force_encoding") if k in r}, **_batch(batch_size), **MODEL)
         torch.manual_seed(seed)
         module, cfg, ts, _ = prepare_training(train, cfg, _pretrained(r))
+        module.model.to(dev)
         opt = module.configure_optimizers()["optimizer"]
         ema = _TrainableAveragedModel(module.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         params = [p for g in opt.param_groups for p in g["params"]]
@@ -117,9 +124,11 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
         while not done:
             for name in names[k % len(names):] + names[:k % len(names)]:
                 module, ts, opt, ema, params, cfg = runs[name]
+                sync()
                 t0 = time.perf_counter()
                 batch = next(its[name], None)
                 if batch is None: done = True; break
+                batch = batch.to(dev)
                 stats = {} if module.noise_cfg.train_generator and k % NOISE_STATS_EVERY == 0 else None
                 total, _ = module.model.losses(batch, module.noise_cfg, module.current_weights(), stats=stats)
                 opt.zero_grad(set_to_none=True)
@@ -127,6 +136,7 @@ def interleaved(train, threads: int, epochs: int, seed: int = 0, control: bool =
                 if cfg.grad_clip: torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip)
                 opt.step()
                 if ema is not None: ema.update_parameters(module.model)
+                sync()
                 spent[name] += time.perf_counter() - t0
             k += 1
         for name in names: epoch_s[name].append(spent[name])
@@ -199,6 +209,7 @@ def main(argv=None):
     p.add_argument("--n", type=int, default=400, help="training structures (default 400)")
     p.add_argument("--epochs", type=int, default=4, help="epochs per run; the first is not timed (default 4)")
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--device", default="cpu", help="cpu | cuda (default cpu); the Lightning rounds then use accelerator 'gpu'")
     p.add_argument("--rounds", type=int, default=3, help="the three runs alternate this many times (default 3; 0: skip)")
     p.add_argument("--interleaved-epochs", type=int, default=6, help="epochs of the interleaved-steps measurement (0: skip)")
     p.add_argument("--force-encoding-control", action="store_true",
@@ -210,6 +221,9 @@ def main(argv=None):
     p.add_argument("--out", default=str(Path(__file__).resolve().parents[1] / "results" / "bench_overhead.json"))
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
+    dev = torch.device(a.device)
+    if dev.type not in ACCELERATOR: p.error(f"--device must be cpu or cuda[:N], got {a.device!r}")
+    if dev.type == "cuda" and not torch.cuda.is_available(): p.error("--device cuda: no CUDA device is visible to torch")
     if a.batch_size is not None and a.batch_size < 1: p.error(f"--batch-size must be positive, got {a.batch_size}")
     global FROZEN
     MODEL.update({k: v for k, v in (("backbone", a.backbone), ("preset", a.preset), ("generator_preset", a.generator_preset))
@@ -231,7 +245,8 @@ def main(argv=None):
         for name, r in runs.items():
             timer = EpochTimer()
             cfg = make_config("md17-demo", method=r["method"], epochs=a.epochs, threads=a.threads, progress=False,
-                              check_val_every_n_epoch=a.epochs, seed=rnd, **_batch(a.batch_size), **MODEL)
+                              check_val_every_n_epoch=a.epochs, seed=rnd, accelerator=ACCELERATOR[dev.type],
+                              **_batch(a.batch_size), **MODEL)
             with tempfile.TemporaryDirectory() as d:
                 m = fit(train, val, cfg, d, pretrained=_pretrained(r), callbacks=[timer])
             res[name]["seconds_per_epoch_by_round"].append(statistics.median(timer.times[1:]))
@@ -249,7 +264,7 @@ def main(argv=None):
         print(f"ratios (median over {a.rounds} rounds): frozen (cached) / none = {ratios['frozen_cached_over_none']:.3f}; "
               f"joint / none = {ratios['joint_over_none']:.3f}")
     inter = (interleaved(train, a.threads, a.interleaved_epochs, control=a.uncorrupted_control, fenc_control=a.force_encoding_control,
-                         batch_size=a.batch_size)
+                         batch_size=a.batch_size, device=a.device)
              if a.interleaved_epochs > 1 else None)
     if inter:
         print(f"ratios, interleaved steps (median over {a.interleaved_epochs - 1} epochs): frozen (cached) / none = "
@@ -271,7 +286,7 @@ def main(argv=None):
            "runs": res, "settings": vars(a), "n_train": len(train), "backbone": f"{cfg0.backbone} {cfg0.preset}", "generator_preset": cfg0.generator_preset,
            "frozen_from": a.frozen_from,
            "data": a.train or f"bundled {a.molecule}", "atoms_per_structure": int(train[0].num_nodes),
-           "batch_size": cfg0.batch_size,
+           "batch_size": cfg0.batch_size, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
            "environment_before": env_before, "environment_after": env_after}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1))

@@ -641,6 +641,10 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     train_time = clock.total()   # includes the time before a resumption
     if old_rows is not None: _merge_resumed_log(old_log, old_rows)
     model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
+    # Lightning's teardown has moved the model to the CPU: evaluate it where it trained (a GPU run's validation and
+    # test sets would otherwise run on the CPU), then save it from the CPU
+    eval_device = trainer.strategy.root_device
+    if eval_device.type != "cpu": model.to(eval_device)
     # every rank must hold the same weights: a cheap cross-rank check, stored with the metrics
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
     all_checksums = trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()
@@ -663,6 +667,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         if test_set is not None and len(test_set):
             metrics["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)
     metrics["wall_time_s"] = time.time() - t0
+    model.cpu()
     if trainer.is_global_zero:
         save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
         (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))

@@ -63,6 +63,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.CrystalSetup.results_name': ( 'crystals.html#crystalsetup.results_name',
                                                                               'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.tag': ('crystals.html#crystalsetup.tag', 'anids/crystals.py'),
+                                'anids.crystals._as_list': ('crystals.html#_as_list', 'anids/crystals.py'),
                                 'anids.crystals._cell': ('crystals.html#_cell', 'anids/crystals.py'),
                                 'anids.crystals._check_files': ('crystals.html#_check_files', 'anids/crystals.py'),
                                 'anids.crystals._clean': ('crystals.html#_clean', 'anids/crystals.py'),

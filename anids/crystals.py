@@ -684,10 +684,12 @@ def _table_identity(d: dict) -> dict:
             "test_files": {k: Path(str(v)).name for k, v in (d.get("test_files") or {}).items()},
             "systems": sorted({str(r.get("system")) for r in d.get("runs") or []})}
 
+def _as_list(x) -> list: return list(x) if isinstance(x, (list, tuple)) else [x]
+
 def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) -> Path:
     """One mlearn results file from several parts of the same table (the same settings apart from the seed), written as
     `results_dir/<name>.json` and read back with the report's reader. The runs of all parts, the summary recomputed over
-    every seed, `merged_from` (each part's file, seeds and versions). `mace`: MACE's row over all its seeds
+    every seed, `merged_from` (each part's file, seeds, methods and versions; a merged part brings its own parts'). `mace`: MACE's row over all its seeds
     (`mace_entry`); without it the parts' MACE rows must agree (or only one part has one)."""
     paths = [Path(p) for p in paths]
     if len(paths) < 2: raise ValueError(f"give at least two results files to merge, got {len(paths)}")
@@ -725,14 +727,18 @@ def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) 
     pairs.sort(key=lambda rd: (rd[0]["seed"], order.index(rd[0]["method"])))
     settings = {**first["settings"], "run_dirs": [d for _, d in pairs],
                 "statuses": {k: v for f in files for k, v in (f["settings"].get("statuses") or {}).items()},
-                "out_dir": [f["settings"].get("out_dir") for f in files]}
+                "out_dir": [o for f in files for o in _as_list(f["settings"].get("out_dir"))]}
     seeds = lambda f: sorted({r["seed"] for r in f["runs"]})
     merged = _clean({**first, "runs": [r for r, _ in pairs],
                      "missing": [{"method": r["method"], "seed": r["seed"], "run_dir": r.get("run_dir"), "note": r.get("note")}
                                  for r in still_missing],
                      "summary": {k: {m: {x: e[x] for x in e if x != "row"} for m, e in by.items()} for k, by in summary.items()},
                      "settings": settings, "mace": None,
-                     "merged_from": [{"file": str(p), "seeds": seeds(f), "versions": f.get("versions")} for p, f in zip(paths, files)]})
+                     # a part that is itself a merged file stands for its own parts: their files, seeds and versions
+                     # are kept (the merged file's `versions` are only its first part's)
+                     "merged_from": [m for p, f in zip(paths, files) for m in (f.get("merged_from") or [
+                         {"file": str(p), "seeds": seeds(f), "methods": sorted({r["method"] for r in f["runs"]}),
+                          "versions": f.get("versions")}])]})
     path = Path(results_dir) / f"{first['name']}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".json.tmp")

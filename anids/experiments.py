@@ -153,6 +153,8 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
         m = fit(sets["train"], sets["val"], cfg, Path(out_dir) / method)
         rows.append({"method": method, "n_parameters": m["n_parameters"], "n_parameters_denoiser": m["n_parameters_denoiser"],
                      "seconds_per_epoch": m["train_time_s"] / epochs, "epochs": epochs, "n_train": n_train,
+                     # without the first epoch's one-off costs (on a GPU: libraries loading at first use)
+                     "seconds_per_epoch_after_first": float(np.median(m["epoch_times_s"][1:])) if epochs > 1 else None,
                      "batch_size": batch_size, "backbone": backbone, "preset": preset})
     return rows
 

@@ -229,8 +229,10 @@ class AniDSModule(L.LightningModule):
         self.cfg = TrainConfig(**config)
         self.model = build_model(**model_spec)
         self.steps_per_epoch = steps_per_epoch
-        self.in_kl_warmup = self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
         self.noise_cfg, self.base_weights = self.cfg.denoising(), self.cfg.weights()
+        # the KL-only warm-up trains psi; a frozen psi (fine-tuning from pre-trained weights) has none to do
+        self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
+                             and bool(self.noise_cfg.train_generator))
 
     @property
     def total_steps(self) -> int:
@@ -471,13 +473,28 @@ def output_scale(structures, atomic_energies: dict) -> float:
     return scale
 
 class TrainingClock(L.Callback):
-    "Training seconds summed over a run and its resumptions (kept in the checkpoint)."
-    def __init__(self): self.elapsed, self._t = 0.0, None
-    def on_train_start(self, trainer, module): self._t = time.time()
+    """Training seconds summed over a run and its resumptions, and the seconds of each epoch (its validation included),
+    both kept in the checkpoint. The epochs apart show one-off costs of the first (a GPU's libraries loading, caches)."""
+    def __init__(self): self.elapsed, self._t, self.epoch_times, self._te, self._pending = 0.0, None, [], None, None
+    def on_train_start(self, trainer, module):
+        self._t = self._te = time.time()
+        if self._pending is not None:   # resumed: the epoch the checkpoint was taken in had run this long
+            if trainer.current_epoch > len(self.epoch_times): self.epoch_times.append(self._pending)   # ...and had ended
+            else: self._te -= self._pending                                                          # ...and goes on
+            self._pending = None
     def on_train_end(self, trainer, module): self.elapsed, self._t = self.total(), None
+    # on resuming, Lightning calls no on_train_epoch_start for the epoch it resumes in: on_train_start set its start
+    def on_train_epoch_start(self, trainer, module): self._te = time.time()
+    def on_train_epoch_end(self, trainer, module):
+        if self._te is not None: self.epoch_times.append(time.time() - self._te)
+        self._te = None
     def total(self) -> float: return self.elapsed + (time.time() - self._t if self._t is not None else 0.0)
-    def state_dict(self): return {"elapsed": self.total()}
-    def load_state_dict(self, state): self.elapsed = float(state["elapsed"])
+    def state_dict(self):
+        return {"elapsed": self.total(), "epoch_times": list(self.epoch_times),
+                "epoch_elapsed": time.time() - self._te if self._te is not None else None}
+    def load_state_dict(self, state):
+        self.elapsed, self.epoch_times = float(state["elapsed"]), [float(t) for t in state.get("epoch_times", [])]
+        self._pending = state.get("epoch_elapsed")
 
 def _read_lightning_checkpoint(path):
     "The Lightning checkpoint at `path`, or one clear error (missing, truncated, not a training checkpoint)."
@@ -652,7 +669,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                "sizes": {"train": len(train_set), "val": len(val_set), "test": len(test_set) if test_set is not None else 0},
                "n_parameters": sum(p.numel() for p in model.parameters()),
                "n_parameters_denoiser": sum(p.numel() for p in model.denoiser.parameters()),
-               "wall_time_s": None, "train_time_s": train_time, "world_size": trainer.world_size,
+               "wall_time_s": None, "train_time_s": train_time, "epoch_times_s": list(clock.epoch_times),
+               "world_size": trainer.world_size,
                "rank_parameter_checksums": all_checksums, "versions": versions(), "extra": extra or {}}
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)

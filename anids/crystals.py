@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import torch
 from . import data as D
-from .train import RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE
+from .train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES,
+                         resolve_pretrained)
 from .cli import build_parser, load_sets
 from .structures import validate_structures
 from .noise import NOISE_METHODS
@@ -19,11 +20,11 @@ from .report import PAPER_TABLES, METHOD_NAMES, read_runs
 
 # %% auto #0
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'write_mlearn',
-           'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run',
-           'run_crystals', 'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame',
-           'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison',
-           'crystal_figure', 'crystal_results', 'write_crystal_results', 'records_from_results',
-           'merge_crystal_results']
+           'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run',
+           'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup', 'first_test', 'crystal_summary',
+           'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry',
+           'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results', 'write_crystal_results',
+           'records_from_results', 'merge_crystal_results']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -89,6 +90,21 @@ def write_mlearn(frames, path, stress_order: str = D.VASP_STRESS_ORDER, groups=N
     return path
 
 # %% ../nbs/09e_crystals.ipynb #1da5032d
+def pretrained_of(pretrained, method: str):
+    "The weights `method`'s runs start from: `pretrained` itself, or its entry for `method` when it is a dict (else None)."
+    return pretrained.get(method) if isinstance(pretrained, dict) else pretrained
+
+def _weights_label(p) -> str:
+    return str(p) if str(p) in PRETRAINED_NAMES else Path(p).stem
+
+def pretrained_tag(pretrained) -> str:
+    """'' without pre-trained weights, else `_pretrained<name>` (`_pretrainedqm9`, or the checkpoint's file stem), or for a
+    dict `_pretrained-<method>-<name>...`: runs started from other weights get their own results and figure files."""
+    if not pretrained: return ""
+    if isinstance(pretrained, dict):
+        return "_pretrained" + "".join(f"-{m}-{_weights_label(p)}" for m, p in sorted(pretrained.items()) if p)
+    return f"_pretrained{_weights_label(pretrained)}"
+
 @dataclass
 class CrystalSetup:
     "What one crystal table runs: recipe and settings, the files, and the names its runs and results go by."
@@ -103,6 +119,7 @@ class CrystalSetup:
     kind: str                   # results kind: oc22 | mptrj_alexandria | mlearn
     stress_key: str|None = None # stress key of ASE-readable files (mlearn files carry their stress)
     settings: dict = field(default_factory=dict)   # the caller's own TrainConfig settings (a part of overrides)
+    pretrained: str|Path|dict|None = None   # weights every run starts from, or {method: weights} (others from scratch)
 
     @property
     def config(self) -> TrainConfig: return make_config(self.recipe, **self.overrides)
@@ -118,7 +135,7 @@ class CrystalSetup:
     def tag(self) -> str:
         """The epochs tag, then `_<name><value>` for each of the caller's own settings in name order (`_120ep_lr0.003`):
         runs made with other settings than the recipe's get their own results and figure files."""
-        return self.epochs_tag + "".join(f"_{k}{self.settings[k]}" for k in sorted(self.settings))
+        return self.epochs_tag + pretrained_tag(self.pretrained) + "".join(f"_{k}{self.settings[k]}" for k in sorted(self.settings))
     @property
     def results_name(self) -> str:
         "File name (no suffix) of the results: `<kind>[_<system>]_<backbone>_<preset>[_<n>ep][_<setting><value>...]`."
@@ -131,7 +148,7 @@ def _check_files(train, tests: dict, how: str) -> None:
 
 def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si", backbone: str|None = None,
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
-                  device: str = "cpu", **overrides) -> CrystalSetup:
+                  device: str = "cpu", pretrained=None, **overrides) -> CrystalSetup:
     """The runs of a crystal table: `preset="paper"` is the paper's recipe on its data set (files in `paper_dir`),
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
     `"tiny"` the same with the backbone's `tiny` preset (tests). `train_file` / `test_files` ({name: path}, or one
@@ -186,8 +203,11 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
         dataset = f"{train.name} (train), " + ", ".join(f"{p.name} ({k})" for k, p in tests.items())
     _check_files(train, tests, how)
     kind = spec["kind"] if preset == "paper" else "mlearn"
+    if isinstance(pretrained, dict):
+        bad = [m for m in pretrained if m not in NOISE_METHODS]
+        if bad: raise ValueError(f"pretrained names unknown methods {bad}; use {list(NOISE_METHODS)}")
     return CrystalSetup(table, preset, recipe, settings, train, tests, system, dataset, kind,
-                        spec["stress_key"] if preset == "paper" else None, dict(overrides))
+                        spec["stress_key"] if preset == "paper" else None, dict(overrides), pretrained)
 
 # %% ../nbs/09e_crystals.ipynb #8c5fd47c
 _RUN_ONLY = {"threads", "progress", "accelerator", "devices", "num_nodes", "strategy", "eval_batch_size",
@@ -200,10 +220,11 @@ def run_dir_of(out_dir, system: str, method: str, seed: int, layout: str = RUN_L
 
 def _tail(p) -> tuple: return Path(str(p)).parts[-2:]
 
-def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir) -> None:
+def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir, pretrained=None) -> None:
     """Raise a ValueError naming `run_dir` when its finished run (`metrics`, from metrics.json) differs from `config` in
-    a setting that changes what is learned, or was trained on another training file (compared by its last two parts,
-    e.g. `Si/training.json`)."""
+    a setting that changes what is learned, was trained on another training file (compared by its last two parts,
+    e.g. `Si/training.json`), or started from other weights than `pretrained` (a resolved checkpoint path; compared by
+    file name; None: from scratch)."""
     saved, want = metrics.get("config", {}), asdict(config)
     defaults = {f.name: f.default for f in fields(TrainConfig)}
     diff = [f"{k} {saved[k]!r} there, {v!r} here" for k, v in want.items() if k not in _RUN_ONLY and k in saved and saved[k] != v]
@@ -211,6 +232,9 @@ def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir) -> N
              if k not in _RUN_ONLY and k not in saved and v != defaults[k]]
     used = (metrics.get("extra") or {}).get("train_file")
     if used is not None and _tail(used) != _tail(train_file): diff.append(f"training file {used} there, {train_file} here")
+    start = metrics.get("pretrained")
+    if (start is None) != (pretrained is None) or (start is not None and Path(start).name != Path(pretrained).name):
+        diff.append(f"started from {start or 'scratch'} there, from {pretrained or 'scratch'} here")
     if diff:
         raise ValueError(f"{run_dir} holds a finished run that is not this table's: {'; '.join(diff)}. Give another "
                          "out_dir or layout, or remove that folder")
@@ -264,11 +288,13 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
     names = list(test_files)
     run_dir = run_dir_of(out_dir, system, method, seed, layout)
     cfg = make_config(recipe, method=method, seed=seed, threads=threads, progress=progress, **overrides)
+    pretrained = pretrained_of(pretrained, method)
+    if pretrained is not None: pretrained = resolve_pretrained(pretrained, cfg)   # a name ('qm9') to its checkpoint
     rec = {"system": system, "method": method, "seed": seed, "run_dir": str(run_dir), "recipe": recipe}
     mfile = run_dir / "metrics.json"
     if mfile.is_file():
         m = json.loads(mfile.read_text())
-        check_same_run(m, cfg, train_file, run_dir)
+        check_same_run(m, cfg, train_file, run_dir, pretrained)
         status = "read"
     elif (run_dir / DIVERGED_FILE).is_file():
         # a run that diverged earlier (e.g. started with anids-train) is a result: counted, never averaged, never
@@ -318,6 +344,7 @@ def run_crystals(train_file, test_files, methods=("none", "dens", "anids"), seed
 
 def run_setup(setup: CrystalSetup, methods=("none", "dens", "anids"), seeds=(0, 1, 2), out_dir="runs/mlearn", **kw) -> list[dict]:
     "`run_crystals` with a `CrystalSetup`'s files, recipe, settings and system."
+    kw.setdefault("pretrained", setup.pretrained)
     return run_crystals(setup.train_file, setup.test_files, methods, seeds, recipe=setup.recipe, system=setup.system,
                         out_dir=out_dir, stress_key=setup.stress_key, **setup.overrides, **kw)
 

@@ -73,6 +73,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals._further_test': ('crystals.html#_further_test', 'anids/crystals.py'),
                                 'anids.crystals._mace_runs': ('crystals.html#_mace_runs', 'anids/crystals.py'),
                                 'anids.crystals._methods': ('crystals.html#_methods', 'anids/crystals.py'),
+                                'anids.crystals._pretrained_words': ('crystals.html#_pretrained_words', 'anids/crystals.py'),
                                 'anids.crystals._rel': ('crystals.html#_rel', 'anids/crystals.py'),
                                 'anids.crystals._run_record': ('crystals.html#_run_record', 'anids/crystals.py'),
                                 'anids.crystals._table_identity': ('crystals.html#_table_identity', 'anids/crystals.py'),

@@ -323,7 +323,7 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
             "epochs": cfg_saved["epochs"], "backbone": cfg_saved["backbone"], "preset": cfg_saved["preset"],
             "train_generator": cfg_saved.get("train_generator"), "sizes": m.get("sizes"),
             "stress_order": (m.get("extra") or {}).get("stress_order"), "device": cfg_saved.get("accelerator"),
-            "threads": cfg_saved.get("threads")}
+            "threads": cfg_saved.get("threads"), "pretrained": m.get("pretrained")}
 
 def _crystal_worker(job: dict) -> dict:
     torch.set_num_threads(max(1, job.get("threads", 1)))
@@ -616,12 +616,18 @@ def _run_record(r: dict, kind: str, tests: list) -> dict:
     if r.get("n_parameters") is not None: rec["n_parameters"] = r["n_parameters"]
     # the budget a run had, so that tables at equal wall-clock time can be checked (e.g. against MACE's minutes)
     if r.get("train_time_s") is not None: rec["train_time_s"] = r["train_time_s"]
+    if r.get("pretrained"): rec["pretrained"] = str(r["pretrained"])   # the weights the run started from
     if r["status"] == "diverged": rec["diverged"] = r["diverged"]
     return rec
 
 _UNITS = {"mlearn": {"energy": "meV/atom", "force": "meV/A", "stress": "GPa"},
           "oc22": {"energy": "meV per structure", "force": "meV/A"},
           "mptrj_alexandria": {"energy": "eV/atom", "force": "eV/A", "stress": "eV/A^3 (ASE's sign)"}}
+
+def _pretrained_words(pretrained) -> str:
+    if isinstance(pretrained, dict):
+        return ", ".join(f"{_weights_label(p)} ({m})" for m, p in sorted(pretrained.items()) if p) + " (other methods from scratch)"
+    return _weights_label(pretrained)
 
 def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mace: dict|None = None,
                     out_dir=None, layout: str = RUN_LAYOUT) -> dict:
@@ -639,7 +645,9 @@ def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mac
         "name": setup.results_name,
         "description": (f"{setup.dataset}; recipe {setup.recipe} ({setup.preset} preset), {cfg.backbone} preset {cfg.preset}, "
                         f"{', '.join(map(str, epochs))} epochs"
-                        + "".join(f", {k} {v}" for k, v in sorted(setup.settings.items())) + f"; test errors on {tests[0]}"
+                        + "".join(f", {k} {v}" for k, v in sorted(setup.settings.items()))
+                        + (f", started from pre-trained weights {_pretrained_words(setup.pretrained)}" if setup.pretrained else "")
+                        + f"; test errors on {tests[0]}"
                         + (f" (also {', '.join(tests[1:])})" if len(tests) > 1 else "") + "; mean ± std over seeds"),
         "backbone": cfg.backbone, "preset": cfg.preset, "recipe": setup.recipe, "dataset": setup.dataset,
         "device": ", ".join(devices) or None, "threads": threads[0] if len(threads) == 1 else None,

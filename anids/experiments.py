@@ -212,6 +212,8 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
     curves = training_curves(run_dir)
     last = {k: v[-1][1] for k, v in curves.items() if v}
     provenance = {"name": name, "algorithm": "Algorithm 1 (pre-training, every atom corrupted)", "dataset": dataset,
+                  # the elements psi has learned: fine-tuning warns about the others (anids.train.unseen_elements)
+                  "elements": torch.cat([s.z for s in train]).unique().tolist(),
                   "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
                   "scale": scale, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
                   "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions()}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json, math, os, sys, time
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
-import ase.units
+import ase.data, ase.units, warnings
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
@@ -22,10 +22,11 @@ from .provenance import repo_root, versions
 
 # %% auto #0
 __all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES', 'NOISE_STATS_EVERY',
-           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DIVERGED_FILE', 'TrainConfig', 'make_config', 'cosine_with_warmup',
-           'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs',
-           'pretrained_name', 'resolve_pretrained', 'has_trained_generator', 'generator_scheme', 'force_rms',
-           'output_scale', 'TrainingClock', 'RunProgress', 'prepare_training', 'fit']
+           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'DIVERGED_FILE', 'TrainConfig', 'make_config',
+           'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
+           'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'pretrained_elements', 'unseen_elements',
+           'has_trained_generator', 'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress',
+           'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 @dataclass
@@ -422,6 +423,23 @@ def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
                             f"{config.preset!r}, method {config.method!r} in {[str(d) for d in checkpoint_dirs()]}; "
                             f"available: {have or 'none'} (make one with nbs/pretrain.ipynb)")
 
+DATASET_ELEMENTS = {"qm9": (1, 6, 7, 8, 9)}
+"Elements of the pre-training data sets, for checkpoints whose provenance predates its `elements` field."
+
+def pretrained_elements(path) -> set[int]|None:
+    "Atomic numbers the weights at `path` were pre-trained on (from their provenance), or None when it does not say."
+    ckpt = torch.load(Path(path), map_location="cpu", weights_only=False)
+    prov = (ckpt.get("extra") or {}).get("provenance") or {} if isinstance(ckpt, dict) else {}
+    if prov.get("elements") is not None: return {int(z) for z in prov["elements"]}
+    return set(DATASET_ELEMENTS[prov["dataset"]]) if prov.get("dataset") in DATASET_ELEMENTS else None
+
+def unseen_elements(structures, pretrained) -> list[str]:
+    "Symbols of the elements in `structures` that the weights at `pretrained` were not pre-trained on ([] when unknown)."
+    seen = pretrained_elements(pretrained) if pretrained is not None else None
+    if seen is None: return []
+    have = {int(z) for s in structures for z in torch.unique(s.z).tolist()}
+    return [ase.data.chemical_symbols[z] for z in sorted(have - seen)]
+
 def has_trained_generator(src: AniDSModel|None, config: TrainConfig) -> bool:
     "Whether checkpoint model `src` holds generator weights for config's method and generator preset."
     return (src is not None and src.generator.learned and src.method == config.method
@@ -592,6 +610,14 @@ def prepare_training(train_set, config: TrainConfig,
     if not module.noise_cfg.train_generator:
         for p in module.model.generator.parameters(): p.requires_grad_(False)
         if module.model.generator.learned:
+            unseen = unseen_elements(train_set, pretrained)
+            if unseen:
+                # still Algorithm 2 with psi frozen, but for these atoms psi's element embedding never learned anything
+                warnings.warn(f"the frozen generator from {pretrained} was pre-trained without {', '.join(unseen)}: for those "
+                              "atoms Sigma_i comes from an element embedding at its initial weights. Train psi jointly "
+                              "(train_generator=True, --train-generator true) or pre-train on data with these elements",
+                              stacklevel=2)
+                info["generator_unseen_elements"] = unseen
             # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
             t_cache = time.time()
             train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))

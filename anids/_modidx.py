@@ -101,6 +101,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.run_dir_of': ('crystals.html#run_dir_of', 'anids/crystals.py'),
                                 'anids.crystals.run_setup': ('crystals.html#run_setup', 'anids/crystals.py'),
                                 'anids.crystals.store_mace_entry': ('crystals.html#store_mace_entry', 'anids/crystals.py'),
+                                'anids.crystals.summary_against': ('crystals.html#summary_against', 'anids/crystals.py'),
                                 'anids.crystals.summary_frame': ('crystals.html#summary_frame', 'anids/crystals.py'),
                                 'anids.crystals.write_crystal_results': ('crystals.html#write_crystal_results', 'anids/crystals.py'),
                                 'anids.crystals.write_mlearn': ('crystals.html#write_mlearn', 'anids/crystals.py')},

@@ -24,7 +24,7 @@ __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRY
            'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup', 'first_test', 'crystal_summary',
            'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry',
            'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results', 'write_crystal_results',
-           'records_from_results', 'merge_crystal_results']
+           'records_from_results', 'merge_crystal_results', 'summary_against']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -782,3 +782,20 @@ def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) 
     if mace is not None: store_mace_entry(path, mace)   # with both sides' budgets over all runs
     records_from_results(path)
     return path
+
+def summary_against(path, reference, refs=("none",), test: str|None = None) -> dict:
+    """`crystal_summary` of the runs in results file `path` with the `refs` methods' runs of results file `reference`
+    at the same seeds beside them: the paired (same seed) differences of one table (e.g. runs from pre-trained weights)
+    to another's baseline (no denoising, trained from scratch) on the same data and test set."""
+    rows, _ = records_from_results(path)
+    base, _ = records_from_results(reference)
+    a, b = json.loads(Path(path).read_text()), json.loads(Path(reference).read_text())
+    for key in ("train_file", "test_set"):
+        if _tail(a.get(key) or "") != _tail(b.get(key) or ""):
+            raise ValueError(f"{Path(path).name} and {Path(reference).name} differ in {key}: {a.get(key)} and {b.get(key)}")
+    seeds = {r["seed"] for r in rows}
+    mine = {r["method"] for r in rows}
+    extra = [r for r in base if r["method"] in refs and r["method"] not in mine and r["seed"] in seeds]
+    if not extra: raise ValueError(f"{Path(reference).name} has no {list(refs)} run at the seeds {sorted(seeds)} of {Path(path).name}")
+    return crystal_summary(extra + rows, test)
+

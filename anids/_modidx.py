@@ -103,6 +103,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                 'anids.crystals.store_mace_entry': ('crystals.html#store_mace_entry', 'anids/crystals.py'),
                                 'anids.crystals.summary_against': ('crystals.html#summary_against', 'anids/crystals.py'),
                                 'anids.crystals.summary_frame': ('crystals.html#summary_frame', 'anids/crystals.py'),
+                                'anids.crystals.with_baseline': ('crystals.html#with_baseline', 'anids/crystals.py'),
                                 'anids.crystals.write_crystal_results': ('crystals.html#write_crystal_results', 'anids/crystals.py'),
                                 'anids.crystals.write_mlearn': ('crystals.html#write_mlearn', 'anids/crystals.py')},
             'anids.data': { 'anids.data._available_keys': ('data.html#_available_keys', 'anids/data.py'),

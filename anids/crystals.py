@@ -24,7 +24,7 @@ __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRY
            'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup', 'first_test', 'crystal_summary',
            'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry',
            'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results', 'write_crystal_results',
-           'records_from_results', 'merge_crystal_results', 'summary_against']
+           'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
 
 # %% ../nbs/09e_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -783,19 +783,27 @@ def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) 
     records_from_results(path)
     return path
 
+def with_baseline(records, reference, train_file, refs=("none",)) -> list[dict]:
+    """`records` and, beside them, the runs of the `refs` methods in results file `reference` at the same seeds (methods
+    `records` already has are not taken): e.g. no denoising from scratch beside runs from pre-trained weights, for the
+    paired (same seed) comparison. The reference must have been trained on the same training file."""
+    base, _ = records_from_results(reference)
+    ref_train = json.loads(Path(reference).read_text()).get("train_file")
+    if _tail(ref_train or "") != _tail(train_file):
+        raise ValueError(f"{Path(reference).name} was trained on {ref_train}, not {train_file}")
+    seeds, mine = {r["seed"] for r in records}, {r["method"] for r in records}
+    extra = [r for r in base if r["method"] in refs and r["method"] not in mine and r["seed"] in seeds]
+    if not extra: raise ValueError(f"{Path(reference).name} has no {list(refs)} run at the seeds {sorted(seeds)}")
+    return extra + list(records)
+
 def summary_against(path, reference, refs=("none",), test: str|None = None) -> dict:
     """`crystal_summary` of the runs in results file `path` with the `refs` methods' runs of results file `reference`
-    at the same seeds beside them: the paired (same seed) differences of one table (e.g. runs from pre-trained weights)
-    to another's baseline (no denoising, trained from scratch) on the same data and test set."""
+    at the same seeds beside them (`with_baseline`): the paired (same seed) differences of one table (e.g. runs from
+    pre-trained weights) to another's baseline (no denoising, trained from scratch) on the same data."""
     rows, _ = records_from_results(path)
-    base, _ = records_from_results(reference)
     a, b = json.loads(Path(path).read_text()), json.loads(Path(reference).read_text())
-    for key in ("train_file", "test_set"):
-        if _tail(a.get(key) or "") != _tail(b.get(key) or ""):
-            raise ValueError(f"{Path(path).name} and {Path(reference).name} differ in {key}: {a.get(key)} and {b.get(key)}")
-    seeds = {r["seed"] for r in rows}
-    mine = {r["method"] for r in rows}
-    extra = [r for r in base if r["method"] in refs and r["method"] not in mine and r["seed"] in seeds]
-    if not extra: raise ValueError(f"{Path(reference).name} has no {list(refs)} run at the seeds {sorted(seeds)} of {Path(path).name}")
-    return crystal_summary(extra + rows, test)
+    if a.get("test_set") != b.get("test_set") or _tail(a.get("test_files", {}).get(a.get("test_set"), "")) != _tail(
+            b.get("test_files", {}).get(b.get("test_set"), "")):
+        raise ValueError(f"{Path(path).name} and {Path(reference).name} were tested on different sets")
+    return crystal_summary(with_baseline(rows, reference, a.get("train_file") or "", refs), test)
 

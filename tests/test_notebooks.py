@@ -162,6 +162,16 @@ def test_oc22_notebook_runs(tmp_path):
     assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
     assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
     assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000
+    # AniDS fine-tuned from pre-trained weights (here the AniDS run's own), beside the table's none run as its baseline:
+    # its own results file, named by the weights, holding both, paired by seed
+    _papermill(NBS / "oc22.ipynb", tmp_path / "out_pre.ipynb",
+               {**_crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}),
+                "methods": ["anids"], "pretrained": str(tmp_path / "runs" / "Cu_anids_s0" / "model.pt"),
+                "baseline_from": str(res), "out_dir": str(tmp_path / "runs_pre")})
+    top_pre, runs_pre = read_runs(tmp_path / "results" / "mlearn_Cu_painn_tiny_1ep_pretrainedmodel.json", "mlearn")
+    assert [(r["method"], r.get("pretrained")) for r in runs_pre] == [("none", None), ("anids", str(tmp_path / "runs" / "Cu_anids_s0" / "model.pt"))]
+    assert top_pre["baseline_from"] == str(res) and runs_pre[0]["force_mae_meV_A"] == runs[0]["force_mae_meV_A"]
+    assert top_pre["summary"]["force_mae_meV_A"]["anids"]["vs none"]["n"] == 1
     # from_results: the figure again from the results file alone (run folders gone), nothing trained or rewritten
     import shutil
     stored = res.read_text()

@@ -148,12 +148,13 @@ def _check_files(train, tests: dict, how: str) -> None:
 
 def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si", backbone: str|None = None,
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
-                  device: str = "cpu", pretrained=None, **overrides) -> CrystalSetup:
+                  device: str = "cpu", pretrained=None, backbone_preset: str|None = None, **overrides) -> CrystalSetup:
     """The runs of a crystal table: `preset="paper"` is the paper's recipe on its data set (files in `paper_dir`),
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
     `"tiny"` the same with the backbone's `tiny` preset (tests). `train_file` / `test_files` ({name: path}, or one
-    path) replace the preset's files. Raises FileNotFoundError naming every missing file, ValueError for an unknown
-    table, preset or backbone preset."""
+    path) replace the preset's files. `backbone_preset`: the backbone's size instead of the recipe's (e.g. PaiNN `md17`,
+    128 features, for the cpu preset's `demo`, 64); it names the results (`mlearn_Si_painn_md17_...`). Raises
+    FileNotFoundError naming every missing file, ValueError for an unknown table, preset or backbone preset."""
     if table not in CRYSTAL_TABLES: raise ValueError(f"unknown table {table!r}; known: {list(CRYSTAL_TABLES)}")
     if preset not in CRYSTAL_PRESETS: raise ValueError(f"unknown preset {preset!r}; use one of {CRYSTAL_PRESETS}")
     spec = CRYSTAL_TABLES[table]
@@ -167,6 +168,9 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
         settings.update(preset=base["preset"] if preset == "paper" else "demo",
                         generator_preset=base.get("generator_preset", "generator") if preset == "paper" else "generator")
     if backbone is not None: settings["backbone"] = backbone
+    if backbone_preset is not None:
+        if preset == "tiny": raise ValueError("the tiny preset sets the backbone's size itself; give backbone_preset with cpu or paper")
+        settings["preset"] = backbone_preset
     from anids.backbones import PRESETS
     bb = settings.get("backbone", base["backbone"])
     for key in ("preset", "generator_preset"):

@@ -60,6 +60,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                  'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.config': ('crystals.html#crystalsetup.config', 'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.epochs_tag': ('crystals.html#crystalsetup.epochs_tag', 'anids/crystals.py'),
+                                'anids.crystals.CrystalSetup.figure_name': ('crystals.html#crystalsetup.figure_name', 'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.results_name': ( 'crystals.html#crystalsetup.results_name',
                                                                               'anids/crystals.py'),
                                 'anids.crystals.CrystalSetup.tag': ('crystals.html#crystalsetup.tag', 'anids/crystals.py'),

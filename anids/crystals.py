@@ -141,6 +141,15 @@ class CrystalSetup:
         "File name (no suffix) of the results: `<kind>[_<system>]_<backbone>_<preset>[_<n>ep][_<setting><value>...]`."
         mid = f"_{self.system}" if self.kind == "mlearn" else ""
         return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{self.tag}"
+    @property
+    def figure_name(self) -> str:
+        """File name (no suffix) of the figure: `<table>_<preset>_<system>[_<backbone>_<size>][tag]`, the backbone and its
+        size named when they are not the recipe's (`oc22_cpu_Si_40ep`, `oc22_cpu_Si_painn_md17_40ep`): runs of another
+        backbone or size never overwrite the recipe's figure."""
+        base = RECIPES[self.recipe]
+        usual = (base["backbone"], "tiny" if self.preset == "tiny" else base["preset"])
+        model = "" if (self.backbone, self.backbone_preset) == usual else f"_{self.backbone}_{self.backbone_preset}"
+        return f"{self.table}_{self.preset}_{self.system}{model}{self.tag}"
 
 def _check_files(train, tests: dict, how: str) -> None:
     missing = [str(p) for p in [train, *tests.values()] if not Path(p).is_file()]

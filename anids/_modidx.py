@@ -596,6 +596,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.model.cache_covariances': ('model.html#cache_covariances', 'anids/model.py'),
                              'anids.model.cached_covariance': ('model.html#cached_covariance', 'anids/model.py'),
                              'anids.model.covariance_stats': ('model.html#covariance_stats', 'anids/model.py'),
+                             'anids.model.force_smoothness': ('model.html#force_smoothness', 'anids/model.py'),
                              'anids.model.load_model': ('model.html#load_model', 'anids/model.py'),
                              'anids.model.save_model': ('model.html#save_model', 'anids/model.py')},
             'anids.molecules': { 'anids.molecules.build_molecule': ('molecules.html#build_molecule', 'anids/molecules.py'),

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 from . import data as D
-from .train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES,
+from .train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
 from .cli import build_parser, load_sets
 from .structures import validate_structures
@@ -162,7 +162,9 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
     `"tiny"` the same with the backbone's `tiny` preset (tests). `train_file` / `test_files` ({name: path}, or one
     path) replace the preset's files. `backbone_preset`: the backbone's size instead of the recipe's (e.g. PaiNN `md17`,
-    128 features, for the cpu preset's `demo`, 64); it names the results (`mlearn_Si_painn_md17_...`). Raises
+    128 features, for the cpu preset's `demo`, 64); it names the results (`mlearn_Si_painn_md17_...`). GeoMFormer,
+    Equiformer and EquiformerV2 with conservative forces get `vector_norm_eps=1.0` unless `overrides` set it (a smooth
+    energy at symmetric sites; `anids.model.force_smoothness`). Raises
     FileNotFoundError naming every missing file, ValueError for an unknown table, preset or backbone preset."""
     if table not in CRYSTAL_TABLES: raise ValueError(f"unknown table {table!r}; known: {list(CRYSTAL_TABLES)}")
     if preset not in CRYSTAL_PRESETS: raise ValueError(f"unknown preset {preset!r}; use one of {CRYSTAL_PRESETS}")
@@ -190,7 +192,12 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
         every = base.get("check_val_every_n_epoch", 1)
         if every > epochs: settings["check_val_every_n_epoch"] = int(epochs)   # validate at least at the end
     settings.update(overrides)
-    make_config(recipe, **settings)   # every setting checked now, not after the first run
+    cfg = make_config(recipe, **settings)   # every setting checked now, not after the first run
+    if cfg.backbone in VECTOR_NORM_BACKBONES and cfg.force_mode == "conservative" and "vector_norm_eps" not in overrides:
+        # Equiformer's and EquiformerV2's layer norms keep the authors' eps 1e-5, which puts a spike in the energy at every
+        # atom whose l > 0 features vanish by symmetry (ideal crystals; see anids.model.force_smoothness): conservative
+        # forces on crystals need 1.0 (GeoMFormer's default; set here too, so that its runs record it)
+        settings["vector_norm_eps"] = 1.0
     if train_file is None:
         if test_files is not None: raise ValueError("test_files given without train_file; give both or neither")
         if preset == "paper":

@@ -81,10 +81,12 @@ class EquivariantLinear(nn.Module):
         return out
 
 class EquivariantLayerNorm(nn.Module):
-    "Equiformer's equivariant layer norm: per degree, centre (scalars only) and divide by the RMS over channels and components."
-    def __init__(self, muls, eps: float = 1e-5):
+    """Equiformer's equivariant layer norm: per degree, centre (scalars only) and divide by sqrt(mean square over channels
+    and components + eps); `vector_eps` (default: eps) is the eps of the l > 0 degrees (see "Smooth at symmetric structures")."""
+    def __init__(self, muls, eps: float = 1e-5, vector_eps: float|None = None):
         super().__init__()
         self.muls, self.eps = tuple(muls), eps
+        self.vector_eps = eps if vector_eps is None else vector_eps
         self.affine_weight = nn.Parameter(torch.ones(sum(self.muls)))
         self.affine_bias = nn.Parameter(torch.zeros(self.muls[0]))
 
@@ -93,7 +95,7 @@ class EquivariantLayerNorm(nn.Module):
         for l, (xl, m) in enumerate(zip(x, self.muls)):
             if m == 0: out.append(xl); continue
             if l == 0: xl = xl - xl.mean(dim=2, keepdim=True)
-            inv = torch.rsqrt(xl.pow(2).mean(dim=(1, 2), keepdim=True) + self.eps)
+            inv = torch.rsqrt(xl.pow(2).mean(dim=(1, 2), keepdim=True) + (self.eps if l == 0 else self.vector_eps))
             y = xl * (inv * self.affine_weight[i:i + m])
             out.append(y + self.affine_bias if l == 0 else y)
             i += m
@@ -379,11 +381,11 @@ class FeedForward(nn.Module):
 class TransBlock(nn.Module):
     "Pre-norm block: x + GA(LN(x)), then + FFN(LN(x)); a linear shortcut where the irreps change (the last block)."
     def __init__(self, muls_in, muls_out, lmax_sh, fc_neurons, muls_head, num_heads, muls_pre_attn, muls_mlp_mid,
-                 nonlinear_message: bool = True):
+                 nonlinear_message: bool = True, vector_norm_eps: float = 1e-5):
         super().__init__()
-        self.norm_1 = EquivariantLayerNorm(muls_in)
+        self.norm_1 = EquivariantLayerNorm(muls_in, vector_eps=vector_norm_eps)
         self.ga = GraphAttention(muls_in, muls_in, lmax_sh, fc_neurons, muls_head, num_heads, muls_pre_attn, nonlinear_message)
-        self.norm_2 = EquivariantLayerNorm(muls_in)
+        self.norm_2 = EquivariantLayerNorm(muls_in, vector_eps=vector_norm_eps)
         self.ffn = FeedForward(muls_in, muls_mlp_mid, muls_out)
         self.ffn_shortcut = EquivariantLinear(muls_in, muls_out) if tuple(muls_in) != tuple(muls_out) else None
     def forward(self, x: Features, src, dst, basis: EdgeBasis, edge_scalars, chunks: EdgeChunks|None = None) -> Features:
@@ -471,6 +473,7 @@ class Equiformer(Backbone):
                  avg_num_nodes: float = MD17_AVG_NUM_NODES,  # the energy is sum_i e_i / sqrt(avg_num_nodes)
                  avg_degree: float = MD17_AVG_DEGREE,      # edge-degree embedding normalisation
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time (None: all)
+                 vector_norm_eps: float = 1e-5,             # layer norms' eps of l > 0 (the authors' 1e-5; 1.0: smooth at symmetric sites)
                 ):
         super().__init__()
         check_edge_chunk_size(edge_chunk_size)
@@ -479,6 +482,7 @@ class Equiformer(Backbone):
         head, mid = irreps_muls(irreps_head), irreps_muls(irreps_mlp_mid)
         pre = irreps_muls(irreps_pre_attn) if irreps_pre_attn is not None else emb
         if num_layers < 1: raise ValueError("need num_layers >= 1")
+        if not vector_norm_eps > 0: raise ValueError(f"vector_norm_eps must be positive, got {vector_norm_eps}")
         if not emb[0] or not feat[0] or not head[0]:
             raise ValueError("node, feature and head irreps need scalar (0e) channels")
         if len(feat) != len(emb): raise ValueError("irreps_feature must have the same L_max as the node irreps")
@@ -494,9 +498,9 @@ class Equiformer(Backbone):
         self.edge_deg_embed = EdgeDegreeEmbedding(emb, L, fc, avg_degree)
         self.force_embed = EquivariantLinear((1,) * (L + 1), emb)                       # DeNS: SO3_linear(|f| Y(f/|f|))
         self.blocks = nn.ModuleList(
-            TransBlock(emb, emb if k < num_layers - 1 else feat, L, fc, head, num_heads, pre, mid, nonlinear_message)
+            TransBlock(emb, emb if k < num_layers - 1 else feat, L, fc, head, num_heads, pre, mid, nonlinear_message, vector_norm_eps)
             for k in range(num_layers))
-        self.norm = EquivariantLayerNorm(feat)
+        self.norm = EquivariantLayerNorm(feat, vector_eps=vector_norm_eps)
         self.energy_head = nn.ModuleList([EquivariantLinear(feat, feat[:1]), EquivariantLinear(feat[:1], (1,))])
         self.denoising_pos_head = GraphAttention(feat, (0, 1), L, fc, head, num_heads, pre, nonlinear_message)  # DeNS
 

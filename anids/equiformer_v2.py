@@ -189,10 +189,12 @@ class SO3Linear(nn.Module):
 
 class LayerNormSH(nn.Module):
     """Separable layer norm (layer_norm_sh): LayerNorm on l = 0; the l > 0 part divided by one RMS over channels and
-    degrees (each degree weighted 1/(2l+1), degrees averaged), times a learned per-degree, per-channel scale."""
-    def __init__(self, lmax: int, channels: int, eps: float = 1e-5):
+    degrees (each degree weighted 1/(2l+1), degrees averaged), times a learned per-degree, per-channel scale.
+    `vector_eps` (default: eps) is the eps under that RMS (see "Smooth at symmetric structures")."""
+    def __init__(self, lmax: int, channels: int, eps: float = 1e-5, vector_eps: float|None = None):
         super().__init__()
         self.lmax, self.eps = lmax, eps
+        self.vector_eps = eps if vector_eps is None else vector_eps
         self.norm_l0 = nn.LayerNorm(channels, eps=eps)
         self.affine_weight = nn.Parameter(torch.ones(lmax, channels))
         l_of = torch.tensor([l for l in range(1, lmax + 1) for _ in range(2 * l + 1)])
@@ -203,7 +205,7 @@ class LayerNormSH(nn.Module):
         if self.lmax == 0: return s
         v = x[:, 1:]
         ms = torch.einsum("nkc,k->n", v * v, self.balance.to(x.dtype)) / v.shape[2]
-        scale = (ms + self.eps).rsqrt()[:, None, None] * self.affine_weight[self.expand]
+        scale = (ms + self.vector_eps).rsqrt()[:, None, None] * self.affine_weight[self.expand]
         return torch.cat([s, v * scale], dim=1)
 
 class RMSNormSH(nn.Module):
@@ -223,9 +225,10 @@ class RMSNormSH(nn.Module):
         out = x * ((ms + self.eps).rsqrt()[:, None, None] * self.affine_weight[self.expand])
         return torch.cat([out[:, :1] + self.affine_bias, out[:, 1:]], dim=1)
 
-def equivariant_norm(norm_type: str, lmax: int, channels: int) -> nn.Module:
-    "The normalisation layer called `norm_type` in the authors' configs."
-    if norm_type == "layer_norm_sh": return LayerNormSH(lmax, channels)
+def equivariant_norm(norm_type: str, lmax: int, channels: int, vector_eps: float = 1e-5) -> nn.Module:
+    """The normalisation layer called `norm_type` in the authors' configs. `vector_eps`: layer_norm_sh's eps of l > 0
+    (rms_norm_sh divides every degree by one RMS that includes the scalars, which do not vanish by symmetry)."""
+    if norm_type == "layer_norm_sh": return LayerNormSH(lmax, channels, vector_eps=vector_eps)
     if norm_type == "rms_norm_sh": return RMSNormSH(lmax, channels)
     raise ValueError(f"unknown norm_type {norm_type!r}; use 'layer_norm_sh' or 'rms_norm_sh'")
 
@@ -403,14 +406,14 @@ class TransformerBlock(nn.Module):
     "x + drop(attention(norm(x))), then x + drop(ffn(norm(x)))."
     def __init__(self, layout, sphere_channels, attn_hidden_channels, num_heads, attn_alpha_channels, attn_value_channels,
                  ffn_hidden_channels, num_basis, edge_channels, max_num_elements, use_attn_renorm, alpha_drop,
-                 drop_path_rate, proj_drop, norm_type="layer_norm_sh", use_grid_mlp=True):
+                 drop_path_rate, proj_drop, norm_type="layer_norm_sh", use_grid_mlp=True, vector_norm_eps=1e-5):
         super().__init__()
         L = layout.lmax
-        self.norm_1 = equivariant_norm(norm_type, L, sphere_channels)
+        self.norm_1 = equivariant_norm(norm_type, L, sphere_channels, vector_norm_eps)
         self.ga = SO2EquivariantGraphAttention(layout, sphere_channels, attn_hidden_channels, num_heads, attn_alpha_channels,
                                                attn_value_channels, sphere_channels, num_basis, edge_channels,
                                                max_num_elements, use_attn_renorm, alpha_drop)
-        self.norm_2 = equivariant_norm(norm_type, L, sphere_channels)
+        self.norm_2 = equivariant_norm(norm_type, L, sphere_channels, vector_norm_eps)
         self.ffn = FeedForwardS2(L, sphere_channels, ffn_hidden_channels, sphere_channels, use_grid_mlp)
         self.drop_path_rate = drop_path_rate
         self.proj_drop = EquivariantDropout(proj_drop)
@@ -491,6 +494,7 @@ class EquiformerV2(Backbone):
                  avg_degree: float = _AVG_DEGREE,    # edge-degree embedding: sum over neighbours / avg_degree
                  use_force_encoding: bool = True,    # DeNS force encoding SO3_linear(|f| Y(f/|f|))
                  norm_type: str = "rms_norm_sh",     # 'rms_norm_sh' (class default) or 'layer_norm_sh' (OC20/22 configs)
+                 vector_norm_eps: float = 1e-5,      # layer_norm_sh's eps of l > 0 (the authors' 1e-5; 1.0: smooth at symmetric sites)
                  use_grid_mlp: bool = False,         # FFN: MLP on the S^2 grid (True) or separable S^2 SiLU (False)
                  weight_init: str = "normal",        # 'normal' (std 1/sqrt(fan_in)) or 'uniform' (PyTorch's default)
                  stress_head: bool = False,          # direct stress head (StressHead): BackboneOutput.stress [B, 3, 3]
@@ -500,6 +504,7 @@ class EquiformerV2(Backbone):
         if num_layers < 1: raise ValueError("num_layers must be >= 1")
         if lmax < 1: raise ValueError("lmax must be >= 1 (the vector output is the l = 1 part)")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
+        if not vector_norm_eps > 0: raise ValueError(f"vector_norm_eps must be positive, got {vector_norm_eps}")
         if weight_init not in ("uniform", "normal"): raise ValueError(f"weight_init must be 'uniform' or 'normal', got {weight_init!r}")
         check_edge_chunk_size(edge_chunk_size)
         self.edge_chunk_size = edge_chunk_size
@@ -524,8 +529,8 @@ class EquiformerV2(Backbone):
         self.blocks = nn.ModuleList(
             TransformerBlock(lay, sphere_channels, attn_hidden_channels, num_heads, attn_alpha_channels, attn_value_channels,
                              ffn_hidden_channels, num_radial_basis, edge_channels, max_num_elements, use_attn_renorm,
-                             alpha_drop, drop_path_rate, proj_drop, norm_type, use_grid_mlp) for _ in range(num_layers))
-        self.norm = equivariant_norm(norm_type, lmax, sphere_channels)
+                             alpha_drop, drop_path_rate, proj_drop, norm_type, use_grid_mlp, vector_norm_eps) for _ in range(num_layers))
+        self.norm = equivariant_norm(norm_type, lmax, sphere_channels, vector_norm_eps)
         self.energy_block = FeedForwardS2(lmax, sphere_channels, ffn_hidden_channels, 1, use_grid_mlp)
         self.force_block = SO2EquivariantGraphAttention(lay, sphere_channels, attn_hidden_channels, num_heads,
                                                         attn_alpha_channels, attn_value_channels, 1, num_radial_basis,

@@ -78,9 +78,10 @@ def graph_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: tor
 
 # %% ../nbs/15_geomformer.ipynb #85e99fb2
 class EquivariantLayerNorm(nn.Module):
-    """Layer norm of vector channels [N, 3, d]: centre over channels, divide by the root mean square of the components,
-    scale each channel by gamma_c (no shift: a bias would break equivariance)."""
-    def __init__(self, channels: int, eps: float = 1e-5):
+    """Layer norm of vector channels [N, 3, d]: centre over channels, divide by sqrt(mean square of the components + eps),
+    scale each channel by gamma_c (no shift: a bias would break equivariance). eps also bounds the layer's gain for
+    vectors much smaller than sqrt(eps), which keeps conservative forces smooth where the vectors vanish by symmetry."""
+    def __init__(self, channels: int, eps: float = 1.0):
         super().__init__()
         self.eps, self.weight = eps, nn.Parameter(torch.ones(channels))
     def forward(self, v: torch.Tensor) -> torch.Tensor:
@@ -136,15 +137,15 @@ class EquivariantCrossAttention(nn.Module):
 class GeoMFormerBlock(nn.Module):
     """One layer: both streams attend (self + cross, from the same normalised inputs), then both feed-forward
     networks; pre-norm residual updates."""
-    def __init__(self, d: int, num_heads: int, ffn: int, num_basis: int, dropout: float = 0.0):
+    def __init__(self, d: int, num_heads: int, ffn: int, num_basis: int, dropout: float = 0.0, vector_norm_eps: float = 1.0):
         super().__init__()
         if d % num_heads: raise ValueError(f"embedding_dim {d} is not divisible by num_heads {num_heads}")
         self.H = num_heads
         self.bias = nn.Linear(num_basis, 4 * num_heads, bias=False)     # one attention bias per head and attention
-        self.norm_inv_1, self.norm_equ_1 = nn.LayerNorm(d), EquivariantLayerNorm(d)
+        self.norm_inv_1, self.norm_equ_1 = nn.LayerNorm(d), EquivariantLayerNorm(d, vector_norm_eps)
         self.inv_self, self.inv_cross = InvariantSelfAttention(d, num_heads, dropout), InvariantCrossAttention(d, num_heads, dropout)
         self.equ_self, self.equ_cross = EquivariantSelfAttention(d, num_heads, dropout), EquivariantCrossAttention(d, num_heads, dropout)
-        self.norm_inv_2, self.norm_equ_2 = nn.LayerNorm(d), EquivariantLayerNorm(d)
+        self.norm_inv_2, self.norm_equ_2 = nn.LayerNorm(d), EquivariantLayerNorm(d, vector_norm_eps)
         self.inv_ffn = nn.Sequential(nn.Linear(d, ffn), nn.GELU(), nn.Linear(ffn, d))
         self.equ_gate, self.equ_in, self.equ_out = nn.Linear(d, ffn), nn.Linear(d, ffn, bias=False), nn.Linear(ffn, d, bias=False)
     def forward(self, x, vec, edge_feat, nb: Neighbourhoods):
@@ -178,6 +179,7 @@ class GeoMFormer(Backbone):
                  max_z: int = 100,           # largest atomic number embedded
                  max_neighbors: int|None = None,  # optional nearest-neighbour cap (applied by the graph builder)
                  dropout: float = 0.0,       # dropout on the attention weights
+                 vector_norm_eps: float = 1.0,  # Equ-LN's eps: 1 keeps forces smooth where vectors vanish by symmetry (1e-5 does not)
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: attend over at most this many pairs at a time (None: all)
                 ):
         super().__init__()
@@ -185,6 +187,7 @@ class GeoMFormer(Backbone):
         self.edge_chunk_size = edge_chunk_size
         if num_layers < 1: raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         if cutoff <= 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
+        if not vector_norm_eps > 0: raise ValueError(f"vector_norm_eps must be positive, got {vector_norm_eps}")
         if embedding_dim < 2 or embedding_dim % num_heads:
             raise ValueError(f"embedding_dim must be >= 2 and divisible by num_heads, got {embedding_dim} and {num_heads}")
         d = embedding_dim
@@ -194,8 +197,8 @@ class GeoMFormer(Backbone):
         self.force_encoding = nn.Linear(1, num_basis, bias=False)     # AniDS App. B.1: linear(f_i . r_ij/|r_ij|) |r_ij|
         self.init_inv = nn.Linear(num_basis, d, bias=False)
         self.init_equ = nn.Linear(num_basis, d, bias=False)
-        self.blocks = nn.ModuleList(GeoMFormerBlock(d, num_heads, ffn_dim, num_basis, dropout) for _ in range(num_layers))
-        self.norm_inv, self.norm_equ = nn.LayerNorm(d), EquivariantLayerNorm(d)
+        self.blocks = nn.ModuleList(GeoMFormerBlock(d, num_heads, ffn_dim, num_basis, dropout, vector_norm_eps) for _ in range(num_layers))
+        self.norm_inv, self.norm_equ = nn.LayerNorm(d), EquivariantLayerNorm(d, vector_norm_eps)
         self.energy_head = mlp(d, d, 1)
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(d, d // 2, d // 2),
                                           GatedEquivariantBlock(d // 2, 1, d // 2, scalar_act=False)])

@@ -17,7 +17,7 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
 # %% auto #0
 __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel',
            'covariance_stats', 'cached_covariance', 'cache_covariances', 'build_model', 'save_model', 'load_model',
-           'atoms_batch', 'AniDSCalculator']
+           'atoms_batch', 'AniDSCalculator', 'force_smoothness']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -413,3 +413,19 @@ class AniDSCalculator(Calculator):
         if want_stress:
             from ase.stress import full_3x3_to_voigt_6_stress
             self.results["stress"] = full_3x3_to_voigt_6_stress(pred.stress[0].detach().double().numpy())
+
+# %% ../nbs/06_model.ipynb #948d70f3
+import numpy as np
+
+def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), seed: int = 0) -> np.ndarray:
+    """max |F| / a for `atoms` displaced by a (Å, root mean square per component) along one random direction, for each a
+    in `amplitudes`. At a stationary point of a smooth model (an ideal crystal: forces vanish by symmetry) the ratios
+    agree over decades of a (the curvature); ratios that change with a reveal a feature narrower than a (a spike)."""
+    if not amplitudes or min(amplitudes) <= 0: raise ValueError(f"amplitudes must be positive, got {amplitudes}")
+    d = np.random.default_rng(seed).normal(size=(len(atoms), 3))
+    d /= np.sqrt((d ** 2).mean())
+    calc, out = AniDSCalculator(model), []
+    for a in amplitudes:
+        x = atoms.copy(); x.positions += a * d; x.calc = calc
+        out.append(np.abs(x.get_forces()).max() / a)
+    return np.array(out)

@@ -15,20 +15,24 @@ from torch_geometric.loader import DataLoader
 from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats, FORCE_MODES
 from .losses import LossWeights
 from .noise import NOISE_METHODS
-from .backbones import BACKBONES
+from .backbones import BACKBONES, backbone_class
+import inspect
 from .statistics import atomic_reference_energies
 from .units import energy_factor
 from .provenance import repo_root, versions
 
 # %% auto #0
-__all__ = ['RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES', 'NOISE_STATS_EVERY',
-           'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'DIVERGED_FILE', 'TrainConfig', 'make_config',
-           'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA', 'evaluate', 'in_units',
-           'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'pretrained_elements', 'unseen_elements',
-           'has_trained_generator', 'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress',
-           'prepare_training', 'fit']
+__all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES',
+           'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'DIVERGED_FILE',
+           'TrainConfig', 'make_config', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
+           'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'pretrained_elements',
+           'unseen_elements', 'has_trained_generator', 'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock',
+           'RunProgress', 'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
+VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
+"Backbones whose equivariant layer norms take `vector_norm_eps` (see `anids.model.force_smoothness`)."
+
 @dataclass
 class TrainConfig(DenoisingConfig, LossWeights):
     """All settings of a run, each declared once. Units: A, eV; learning rates per step.
@@ -43,6 +47,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     generator_preset: str = "generator"  # preset of the generator's encoder rho
     method: str = "anids"            # none | dens | denoisevae | anids-add | anids
     force_mode: str = "conservative" # conservative (-dE/dx) | direct
+    vector_norm_eps: float = 0.0     # >0: eps of the l > 0 layer norms of GeoMFormer, Equiformer, EquiformerV2 (both networks); 0: the backbone's
     scheme: str = "finetune"         # finetune (Algorithm 2) | pretrain (Algorithm 1)
     # the generator's scheme: a run may leave it open, `fit` decides (a DenoisingConfig needs True or False)
     train_generator: bool|None = None  # None: joint without a pre-trained generator, frozen with one; True / False force it
@@ -84,6 +89,10 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
         if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")
         if self.force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {self.force_mode!r}")
+        if self.vector_norm_eps < 0: raise ValueError(f"vector_norm_eps must be >= 0 (0: the backbone's default), got {self.vector_norm_eps}")
+        if self.vector_norm_eps > 0 and "vector_norm_eps" not in inspect.signature(backbone_class(self.backbone)).parameters:
+            raise ValueError(f"vector_norm_eps is a setting of backbones with equivariant layer norms "
+                             f"({', '.join(VECTOR_NORM_BACKBONES)}); {self.backbone!r} has none")
 
     def denoising(self) -> DenoisingConfig:
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."
@@ -589,6 +598,9 @@ def prepare_training(train_set, config: TrainConfig,
     spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
                 generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
+    if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
+        spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
+                    generator_overrides={"vector_norm_eps": config.vector_norm_eps})
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
     src, info = None, {}
     if pretrained is not None:

@@ -46,14 +46,15 @@ class PaiNNMessage(nn.Module):
         return ds, dv
 
 class PaiNNUpdate(nn.Module):
-    def __init__(self, F: int):
+    def __init__(self, F: int, vector_norm_eps: float = 1e-8):
         super().__init__()
+        self.vector_norm_eps = vector_norm_eps   # ||V v|| = sqrt(|V v|^2 + eps): see "Smooth at symmetric structures"
         self.U = nn.Linear(F, F, bias=False)
         self.V = nn.Linear(F, F, bias=False)
         self.a = mlp(2 * F, F, 3 * F)
     def forward(self, s, v):
         Uv, Vv = self.U(v), self.V(v)                                   # [N, 3, F]
-        a = self.a(torch.cat([s, safe_norm(Vv, dim=1)], dim=-1))
+        a = self.a(torch.cat([s, safe_norm(Vv, dim=1, eps=self.vector_norm_eps)], dim=-1))
         avv, asv, ass = a.chunk(3, dim=-1)
         return s + asv * (Uv * Vv).sum(1) + ass, v + avv[:, None, :] * Uv
 
@@ -90,9 +91,11 @@ class PaiNN(Backbone):
                  max_neighbors: int|None = None,  # optional nearest-neighbour cap
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: messages of at most this many edges at a time (None: all)
                  force_encoding_max: float|None = 3.0,  # longest force the encoding sees, in the units it is given (None: no limit)
+                 vector_norm_eps: float = 1e-8,  # eps in the updates' sqrt(|V v|^2 + eps); 1.0: smooth at symmetric sites
                 ):
         super().__init__()
         if num_features < 2 or num_layers < 1: raise ValueError("need num_features >= 2 and num_layers >= 1")
+        if not vector_norm_eps > 0: raise ValueError(f"vector_norm_eps must be positive, got {vector_norm_eps}")
         F = num_features
         check_edge_chunk_size(edge_chunk_size)
         if force_encoding_max is not None and not force_encoding_max > 0:
@@ -103,7 +106,7 @@ class PaiNN(Backbone):
         self.embedding = nn.Embedding(max_z + 1, F)
         self.rbf = BesselRBF(num_rbf, cutoff)
         self.messages = nn.ModuleList(PaiNNMessage(F, num_rbf) for _ in range(num_layers))
-        self.updates = nn.ModuleList(PaiNNUpdate(F) for _ in range(num_layers))
+        self.updates = nn.ModuleList(PaiNNUpdate(F, vector_norm_eps) for _ in range(num_layers))
         # force encoding: l=0 part (|f|) and l=1 part (f) of |f| Y(f/|f|), SO(3)-linear per channel
         self.force_scalar = nn.Linear(1, F, bias=False)
         self.force_vector = nn.Parameter(torch.randn(F) / math.sqrt(F))

@@ -47,7 +47,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     generator_preset: str = "generator"  # preset of the generator's encoder rho
     method: str = "anids"            # none | dens | denoisevae | anids-add | anids
     force_mode: str = "conservative" # conservative (-dE/dx) | direct
-    vector_norm_eps: float = 0.0     # >0: eps of the l > 0 layer norms of GeoMFormer, Equiformer, EquiformerV2 (both networks); 0: the backbone's
+    vector_norm_eps: float = 0.0     # >0: eps under the vector features' norms (layer norms of GeoMFormer, Equiformer, EquiformerV2; PaiNN's |V v|), both networks; 0: the backbone's
     scheme: str = "finetune"         # finetune (Algorithm 2) | pretrain (Algorithm 1)
     # the generator's scheme: a run may leave it open, `fit` decides (a DenoisingConfig needs True or False)
     train_generator: bool|None = None  # None: joint without a pre-trained generator, frozen with one; True / False force it
@@ -91,8 +91,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {self.force_mode!r}")
         if self.vector_norm_eps < 0: raise ValueError(f"vector_norm_eps must be >= 0 (0: the backbone's default), got {self.vector_norm_eps}")
         if self.vector_norm_eps > 0 and "vector_norm_eps" not in inspect.signature(backbone_class(self.backbone)).parameters:
-            raise ValueError(f"vector_norm_eps is a setting of backbones with equivariant layer norms "
-                             f"({', '.join(VECTOR_NORM_BACKBONES)}); {self.backbone!r} has none")
+            raise ValueError(f"backbone {self.backbone!r} takes no vector_norm_eps")
 
     def denoising(self) -> DenoisingConfig:
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."

@@ -694,15 +694,21 @@ def write_crystal_results(results: dict, results_dir="results", kind: str|None =
         raise
     return path
 
-def records_from_results(path, epochs: int|None = None, settings: dict|None = None) -> tuple[list[dict], dict|None]:
+def records_from_results(path, epochs: int|None = None, settings: dict|None = None, backbone: str|None = None,
+                         preset: str|None = None) -> tuple[list[dict], dict|None]:
     """The run records of an mlearn results file (`write_crystal_results`) as `crystal_run` returns them, and its MACE
     entry (None if it has none): to redraw a table and figure from a shipped results file when the run folders are
     gone. Only the test errors it stores come back (on its first test set), with status 'read' or 'diverged';
-    the runs it lists as missing come back 'missing'. `epochs` and `settings` ({name: value} of TrainConfig): what the
-    caller's setup has; a file of runs trained otherwise is an error (its figure would be titled and named wrongly)."""
+    the runs it lists as missing come back 'missing'. `epochs`, `settings` ({name: value} of TrainConfig), `backbone` and
+    `preset` (the backbone's size): what the caller's setup has; a file of runs trained otherwise is an error (its
+    figure would be titled and named wrongly)."""
     path = Path(path)
     top, runs = read_runs(path, "mlearn")
     config = (top.get("settings") or {}).get("config") or {}
+    for name, want, there in (("backbone", backbone, top.get("backbone")), ("preset", preset, top.get("preset"))):
+        if want is not None and there != want:
+            raise ValueError(f"{path} holds runs of {top.get('backbone')} ({top.get('preset')}), not {backbone or top.get('backbone')} "
+                             f"({preset or top.get('preset')}): give the notebook its backbone / backbone_preset")
     stored = config.get("epochs")
     if epochs is not None and stored != epochs:
         raise ValueError(f"{path} holds runs of {stored} epochs, not {epochs}")

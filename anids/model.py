@@ -33,6 +33,10 @@ class DenoisingConfig:
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
     force_loss: str = "l2mae"      # 'l2mae' or 'mse'
     force_normalisation: str = "all"  # 'all' (Algorithm 2) or 'uncorrupted' (App. B.3)
+    supervise_corrupted: bool = True  # Algorithm 2: a corrupted structure also fits its clean labels (E, stress, F of
+                                      # uncorrupted atoms); False: it trains the denoising terms alone (see below)
+    denoise_copy: bool = False     # True: a corrupted structure is in its batch twice, clean (fitted to its labels) and
+                                   # as a noisy copy (denoising terms alone); needs supervise_corrupted=False
 
     def __post_init__(self):
         if self.target_scale not in ("prior", "none", "per_structure"):
@@ -40,6 +44,9 @@ class DenoisingConfig:
         if self.denoise_reduction not in DENOISE_REDUCTIONS:
             raise ValueError(f"unknown denoise_reduction {self.denoise_reduction!r}; use one of {DENOISE_REDUCTIONS}")
         if self.sigma_p <= 0: raise ValueError("sigma_p must be positive")
+        if self.denoise_copy and self.supervise_corrupted:
+            raise ValueError("denoise_copy=True fits the labels on the clean original and trains the noisy copy on the "
+                             "denoising terms alone: set supervise_corrupted=False")
 
 @dataclass
 class Prediction:
@@ -203,24 +210,44 @@ class AniDSModel(nn.Module):
             noisy = pos + noise * m
             if cfg.force_encoding and has_forces:
                 fenc = data.forces / self.force_scale * m
-        need_forces = has_forces and weights.lambda_force > 0
+        # which structures fit their labels: all (Algorithm 2), or with supervise_corrupted=False those without corrupted
+        # atoms only (moving an atom changes the energy, the stress and its neighbours' forces: the clean labels are then
+        # not those of the structure the model sees)
+        supervised = None
+        if corrupt and not cfg.supervise_corrupted:
+            supervised = torch.ones(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atom_mask], False)
+        n_supervised = B if supervised is None else int(supervised.sum())
+        # psi's terms (KL, Gamma, statistics) are those of the batch's own atoms, whatever the denoiser sees
+        gen_mask, gen_L, gen_batch, gen_B = atom_mask, L, batch, B
+        target_data = data
+        if corrupt and cfg.denoise_copy:
+            # the originals stay clean and fit every label; noisy copies of the corrupted structures are appended
+            target_data, noisy, fenc, atom_mask, L, eps = _with_noisy_copies(data, noisy, fenc, atom_mask, L, eps, supervised)
+            n_supervised, B, batch = gen_B, int(target_data.num_graphs), target_data.batch
+            supervised = torch.arange(B, device=pos.device) < gen_B   # the originals; never the copies
+        need_forces = has_forces and weights.lambda_force > 0 and n_supervised > 0
         # conservative forces: only the corrupted atoms' vector output enters a loss (Eq. 9), so the vector head
         # runs on those alone (none at all in a batch without corruption); direct forces need every atom's
         vector_atoms = None if self.force_mode == "direct" else torch.nonzero(atom_mask).squeeze(1)
         stress_weights = (weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
-        pred = self.predict(data, noisy, fenc, compute_forces=need_forces, create_graph=True, vector_atoms=vector_atoms,
-                            compute_stress=max(stress_weights) > 0 and getattr(data, "stress", None) is not None)
+        pred = self.predict(target_data, noisy, fenc, compute_forces=need_forces, create_graph=True, vector_atoms=vector_atoms,
+                            compute_stress=max(stress_weights) > 0 and getattr(data, "stress", None) is not None
+                                            and n_supervised > 0)
         terms = {}
-        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None:
-            terms["energy"] = energy_loss(pred.energy, data.energy.to(torch.float64), self.force_scale)
+        keep = slice(None) if supervised is None else supervised   # the structures whose labels are fitted
+        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None and n_supervised:
+            terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
         if need_forces:
-            terms["force"] = force_loss(pred.forces, data.forces, ~atom_mask, batch, B, cfg.force_loss,
-                                        cfg.force_normalisation, self.force_scale)
-        if pred.stress is not None:
-            target = data.stress.reshape(B, 3, 3).to(pred.stress.dtype)
+            fitted = ~atom_mask if supervised is None else supervised[batch]
+            terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
+                                        cfg.force_loss, cfg.force_normalisation, self.force_scale)
+            # a mean over the supervised structures, as the energy's (force_loss divides by all B)
+            if supervised is not None: terms["force"] = terms["force"] * (B / n_supervised)
+        if pred.stress is not None and n_supervised:
+            target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
             for name, w, fn in zip(("stress", "stress_iso", "stress_aniso"), stress_weights,
                                    (stress_loss, stress_iso_loss, stress_aniso_loss)):
-                if w > 0: terms[name] = fn(pred.stress, target, self.force_scale)
+                if w > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
         if corrupt:
             scale = 1.0
             if cfg.target_scale == "prior": scale = self.generator.sigma
@@ -228,14 +255,14 @@ class AniDSModel(nn.Module):
             terms["denoise"] = anids_loss(pred.vector, L, eps, atom_mask, batch, B, target_scale=scale,
                                           reduction=cfg.denoise_reduction)
             # the regularisers average like the denoising term: pooled over the batch's corrupted atoms or per structure
-            rb = None if cfg.denoise_reduction == "pooled_l2" else batch
+            rb = None if cfg.denoise_reduction == "pooled_l2" else gen_batch
             if cfg.train_generator and self.generator.learned:
-                terms["kl"] = kl_isotropic_prior(cov.matrix, cfg.sigma_p, atom_mask, rb, B, L=L)
+                terms["kl"] = kl_isotropic_prior(cov.matrix, cfg.sigma_p, gen_mask, rb, gen_B, L=gen_L)
                 if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
-                    terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, atom_mask, rb, B)
+                    terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, gen_mask, rb, gen_B)
             if stats is not None and self.generator.learned:
                 if cov is None: cov = cached_covariance(data.noise_cache.to(pos.dtype))
-                stats.update(covariance_stats(cov, L, atom_mask, cfg.sigma_p))
+                stats.update(covariance_stats(cov, gen_L, gen_mask, cfg.sigma_p))
         if not terms:
             raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
         return total_loss(terms, weights), terms
@@ -244,6 +271,30 @@ class AniDSModel(nn.Module):
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
         return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+
+def _with_noisy_copies(data, noisy, fenc, atom_mask, L, eps, supervised):
+    """The batch `data` with copies of its corrupted structures (those not `supervised`) appended: positions, force
+    encoding and corruption masks become clean for the originals and noisy for the copies; L and eps follow the
+    copies' atoms (the originals' rows are kept but unused). Returns (batch, positions, encoding, mask, L, eps)."""
+    from types import SimpleNamespace
+    B, batch, pos = int(data.num_graphs), data.batch, data.pos
+    copied = ~supervised                                    # [B] structures that get a noisy copy
+    atoms = copied[batch]                                   # [N] their atoms, in order
+    new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
+    new_id[copied] = B + torch.arange(int(copied.sum()), device=pos.device)
+    cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
+    out = SimpleNamespace(z=torch.cat([data.z, data.z[atoms]]), batch=torch.cat([batch, new_id[batch[atoms]]]),
+                          num_graphs=B + int(copied.sum()), pos=torch.cat([pos, noisy[atoms]]),
+                          cell=None if cell is None else torch.cat([cell.reshape(B, 3, 3), cell.reshape(B, 3, 3)[copied]]),
+                          pbc=None if pbc is None else torch.cat([pbc.reshape(B, 3), pbc.reshape(B, 3)[copied]]))
+    enc = None if fenc is None else torch.cat([torch.zeros_like(fenc), fenc[atoms]])
+    mask = torch.cat([torch.zeros_like(atom_mask), atom_mask[atoms]])
+    return out, torch.cat([pos, noisy[atoms]]), enc, mask, torch.cat([L, L[atoms]]), torch.cat([eps, eps[atoms]])
+
+def _labels(values: torch.Tensor, n: int) -> torch.Tensor:
+    "Labels of the originals, padded with zeros to `n` rows for appended copies (which are never fitted to labels)."
+    if values.shape[0] == n: return values
+    return torch.cat([values, values.new_zeros(n - values.shape[0], *values.shape[1:])])
 
 def _strain_shifts(graph: Graph, batch: torch.Tensor, sym: torch.Tensor) -> torch.Tensor:
     "Periodic shifts under the strain sym [B, 3, 3] of their structure: shift (I + sym)."

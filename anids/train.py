@@ -38,9 +38,9 @@ class TrainConfig(DenoisingConfig, LossWeights):
     """All settings of a run, each declared once. Units: A, eV; learning rates per step.
 
     A TrainConfig *is* a `DenoisingConfig` (how structures are corrupted: p, r, sigma_p, kappa, target_scale,
-    denoise_reduction, force_encoding, force_loss, force_normalisation; see `anids.model`) and a `LossWeights`
-    (lambda_energy ... lambda_gamma; see `anids.losses`), plus the settings below; `denoising()` and `weights()`
-    hand those parts to the model, so a setting cannot be lost on the way."""
+    denoise_reduction, force_encoding, force_loss, force_normalisation, supervise_corrupted, denoise_copy; see
+    `anids.model`) and a `LossWeights` (lambda_energy ... lambda_gamma; see `anids.losses`), plus the settings below;
+    `denoising()` and `weights()` hand those parts to the model, so a setting cannot be lost on the way."""
     # model
     backbone: str = "painn"          # denoiser backbone (anids.backbones.BACKBONES)
     preset: str = "demo"             # its preset
@@ -97,7 +97,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."
         d = {f.name: getattr(self, f.name) for f in fields(DenoisingConfig)}
         d["train_generator"] = bool(self.train_generator)
-        if self.scheme == "pretrain": d.update(p=1.0, r=1.0, force_encoding=False, train_generator=True)
+        if self.scheme == "pretrain": d.update(p=1.0, r=1.0, force_encoding=False, train_generator=True,
+                                               supervise_corrupted=True, denoise_copy=False)
         return DenoisingConfig(**d)
 
     def weights(self) -> LossWeights:

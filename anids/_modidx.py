@@ -597,6 +597,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.model.build_model': ('model.html#build_model', 'anids/model.py'),
                              'anids.model.cache_covariances': ('model.html#cache_covariances', 'anids/model.py'),
                              'anids.model.cached_covariance': ('model.html#cached_covariance', 'anids/model.py'),
+                             'anids.model.corruption_label_shift': ('model.html#corruption_label_shift', 'anids/model.py'),
                              'anids.model.covariance_stats': ('model.html#covariance_stats', 'anids/model.py'),
                              'anids.model.force_smoothness': ('model.html#force_smoothness', 'anids/model.py'),
                              'anids.model.load_model': ('model.html#load_model', 'anids/model.py'),

@@ -481,7 +481,7 @@ def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), se
         out.append(np.abs(x.get_forces()).max() / a)
     return np.array(out)
 
-# %% ../nbs/06_model.ipynb #9c770e0e
+# %% ../nbs/06_model.ipynb #7ae9fe86
 def corruption_label_shift(model: AniDSModel, structures, sigma: float, r: float = 0.25, seed: int = 0) -> dict[str, float]:
     """How far Algorithm 2's clean labels are from those of the structure the model is given. In each structure a
     fraction `r` of the atoms (drawn per atom) moves by `sigma` * N(0, I) (A); a trained `model` stands in for the

@@ -37,6 +37,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
             'anids.cli': { 'anids.cli._bool': ('cli.html#_bool', 'anids/cli.py'),
                            'anids.cli._read': ('cli.html#_read', 'anids/cli.py'),
                            'anids.cli.build_parser': ('cli.html#build_parser', 'anids/cli.py'),
+                           'anids.cli.config_docs': ('cli.html#config_docs', 'anids/cli.py'),
                            'anids.cli.default_out': ('cli.html#default_out', 'anids/cli.py'),
                            'anids.cli.load_sets': ('cli.html#load_sets', 'anids/cli.py'),
                            'anids.cli.main': ('cli.html#main', 'anids/cli.py'),

@@ -12,7 +12,7 @@ from .structures import validate_structures
 from .downloads import DatasetNotAvailableError
 
 # %% auto #0
-__all__ = ['build_parser', 'load_sets', 'default_out', 'run', 'main']
+__all__ = ['build_parser', 'config_docs', 'load_sets', 'default_out', 'run', 'main']
 
 # %% ../nbs/08_cli.ipynb #941c9916
 def _bool(s: str) -> bool:
@@ -46,13 +46,29 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--pretrained", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
                    "QM9 pre-training of this backbone, preset and method); its generator is then frozen")
     r.add_argument("--resume", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")
-    c = p.add_argument_group("configuration (anids.train.TrainConfig)")
+    c = p.add_argument_group("configuration (anids.train.TrainConfig)",
+                             "the defaults shown are TrainConfig's; --recipe replaces them with the recipe's")
     c.add_argument("--noise", dest="method", default=None, help="noise method: none, dens, denoisevae, anids-add, anids")
+    docs = config_docs()
     for f in fields(TrainConfig):
         if f.name == "method": continue
         typ = _bool if str(f.type).replace(" ", "") in ("bool", "bool|None", str(bool)) else {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
-        c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=f"(default {f.default!r})")
+        doc = docs[f.name].replace("%", "%%")   # argparse formats help with %
+        c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=f"{doc} (default {f.default!r})")
     return p
+
+def config_docs(cls=TrainConfig) -> dict[str, str]:
+    """What each setting of `cls` means: the comment beside its declaration (read by fastcore's `docments`), from
+    the class that declares it (TrainConfig inherits DenoisingConfig's and LossWeights' settings). The help of
+    `anids-train`; a setting without a comment is an error here, so none reaches the command line undocumented."""
+    from fastcore.docments import docments
+    docs = {}
+    for klass in reversed(cls.__mro__[:-1]):              # bases first; a subclass's own comment wins
+        if not hasattr(klass, "__dataclass_fields__"): continue
+        docs.update({k: v for k, v in docments(klass).items() if v and k != "return"})
+    missing = [f.name for f in fields(cls) if not docs.get(f.name)]
+    if missing: raise ValueError(f"settings of {cls.__name__} without a comment beside them: {missing}")
+    return {f.name: docs[f.name] for f in fields(cls)}
 
 def _read(path, args, default_unit):
     path = Path(path)

@@ -160,14 +160,14 @@ def stress_aniso_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1
 @dataclass
 class LossWeights:
     "The lambdas of App. B.3 / Eq. 12. Defaults: the paper's MD17 fine-tuning (aspirin) and pre-training values."
-    lambda_energy: float = 1.0     # lambda_E
-    lambda_force: float = 80.0     # lambda_F
-    lambda_stress: float = 0.0     # lambda_rho (MAE over the 9 components)
-    lambda_stress_iso: float = 0.0   # lambda_S_iso: isotropic part |tr(rho - rho_hat)| / 3 (MPtrj EqV2 table)
-    lambda_stress_aniso: float = 0.0 # lambda_S_ani: anisotropic part ||dev(rho - rho_hat)||_F (MPtrj EqV2 table)
-    lambda_denoise: float = 5.0    # lambda_AniDS (decayed linearly to 0 by the MD17 recipe, see anids.train)
-    lambda_kl: float = 1.0         # lambda_KL
-    lambda_gamma: float = 1.0      # lambda_gamma
+    lambda_energy: float = 1.0     # lambda_E: weight of the energy loss (absolute error per structure)
+    lambda_force: float = 80.0     # lambda_F: weight of the force loss
+    lambda_stress: float = 0.0     # lambda_rho: weight of the stress loss (MAE over the 9 components)
+    lambda_stress_iso: float = 0.0   # lambda_S_iso: weight of the isotropic stress loss |tr(rho - rho_hat)| / 3 (MPtrj EqV2 table)
+    lambda_stress_aniso: float = 0.0 # lambda_S_ani: weight of the anisotropic stress loss ||dev(rho - rho_hat)||_F (MPtrj EqV2 table)
+    lambda_denoise: float = 5.0    # lambda_AniDS: weight of the denoising loss, Eq. 9 (decays to 0 with denoise_decay)
+    lambda_kl: float = 1.0         # lambda_KL: weight of the KL term of Eq. 10 (when psi trains)
+    lambda_gamma: float = 1.0      # lambda_gamma: weight of the anisotropy hinge of Eq. 11 (when psi trains)
 
     def __post_init__(self):
         negative = [f.name for f in fields(LossWeights) if getattr(self, f.name) < 0]   # (also in TrainConfig)

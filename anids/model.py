@@ -24,19 +24,17 @@ __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'Denoising
 class DenoisingConfig:
     "How structures are corrupted and which terms are trained (defaults: MD17 fine-tuning, App. C Table)."
     p: float = 0.25                # p_AniDS: probability that a structure is corrupted
-    r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is
-    sigma_p: float = 0.05          # prior std of Eq. 10 (0.05 in the authors' MD17 fine-tuning)
-    kappa: float = 0.30            # target anisotropic mass of Eq. 11
+    r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is corrupted
+    sigma_p: float = 0.05          # sigma_p (A): std of the isotropic prior of Eq. 10, DeNS's noise (0.05 in the authors' MD17 fine-tuning)
+    kappa: float = 0.30            # kappa: Eq. 11 penalises an anisotropic mass Gamma_i = sum_j gamma_ij below it
     target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 9 as written)
     denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
-    force_loss: str = "l2mae"      # 'l2mae' or 'mse'
+    force_loss: str = "l2mae"      # 'l2mae' (mean per-atom L2 norm, the authors' code) or 'mse'
     force_normalisation: str = "all"  # 'all' (Algorithm 2) or 'uncorrupted' (App. B.3)
-    supervise_corrupted: bool = True  # Algorithm 2: a corrupted structure also fits its clean labels (E, stress, F of
-                                      # uncorrupted atoms); False: it trains the denoising terms alone (see below)
-    denoise_copy: bool = False     # True: a corrupted structure is in its batch twice, clean (fitted to its labels) and
-                                   # as a noisy copy (denoising terms alone); needs supervise_corrupted=False
+    supervise_corrupted: bool = True  # True (Algorithm 2): a corrupted structure fits its clean labels too; False: denoising terms only
+    denoise_copy: bool = False     # True: fit labels on the clean structure, denoise a noisy copy (needs supervise_corrupted=False)
 
     def __post_init__(self):
         if self.target_scale not in ("prior", "none", "per_structure"):

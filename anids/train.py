@@ -43,7 +43,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     `denoising()` and `weights()` hand those parts to the model, so a setting cannot be lost on the way."""
     # model
     backbone: str = "painn"          # denoiser backbone (anids.backbones.BACKBONES)
-    preset: str = "demo"             # its preset
+    preset: str = "demo"             # the backbone's size preset (its PRESETS, e.g. demo, md17)
     generator_preset: str = "generator"  # preset of the generator's encoder rho
     method: str = "anids"            # none | dens | denoisevae | anids-add | anids
     force_mode: str = "conservative" # conservative (-dE/dx) | direct
@@ -55,27 +55,27 @@ class TrainConfig(DenoisingConfig, LossWeights):
     kl_warmup_threshold: float = 0.0 # >0: train psi on KL alone until KL < threshold (OC22: 2.0)
     denoise_decay: bool = True       # lambda_denoise decays linearly to 0 over the run (authors' MD17 code)
     # optimisation
-    epochs: int = 100
+    epochs: int = 100                # passes over the training set
     max_steps: int = 0               # >0: stop after this many optimiser steps (the schedule spans them)
-    batch_size: int = 8
-    lr: float = 5e-4
-    weight_decay: float = 1e-6
-    warmup_epochs: float = 10.0
+    batch_size: int = 8              # structures per optimiser step (per device)
+    lr: float = 5e-4                 # peak learning rate (AdamW), reached after the warm-up
+    weight_decay: float = 1e-6       # AdamW weight decay
+    warmup_epochs: float = 10.0      # linear warm-up of the learning rate, in epochs
     min_lr_ratio: float = 0.01       # the schedule ends at lr * min_lr_ratio
     lr_schedule: str = "cosine"      # after the linear warm-up: cosine | linear decay to lr * min_lr_ratio
     ema_decay: float = 0.999         # 0 disables EMA
     grad_clip: float = 0.0           # 0 disables clipping
     # run
-    seed: int = 0
-    accelerator: str = "cpu"
-    devices: int = 1
-    num_nodes: int = 1
-    strategy: str = "auto"
+    seed: int = 0                    # seed of weights, data order and noise
+    accelerator: str = "cpu"         # Lightning accelerator: cpu | gpu | auto
+    devices: int = 1                 # devices per node (Lightning)
+    num_nodes: int = 1               # nodes (Lightning, multi-node DDP)
+    strategy: str = "auto"           # Lightning strategy, e.g. ddp
     threads: int = 0                 # torch threads on CPU (0: leave as is)
-    eval_batch_size: int = 32
-    check_val_every_n_epoch: int = 1
+    eval_batch_size: int = 32        # structures per batch when validating and testing
+    check_val_every_n_epoch: int = 1 # validate every this many epochs
     checkpoint_every_n_steps: int = 0  # >0: also write checkpoints/last.ckpt every this many steps (long epochs)
-    progress: bool = True
+    progress: bool = True            # progress bars
 
     def __post_init__(self):
         DenoisingConfig.__post_init__(self); LossWeights.__post_init__(self)

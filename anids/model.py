@@ -42,6 +42,13 @@ class DenoisingConfig:
         if self.denoise_reduction not in DENOISE_REDUCTIONS:
             raise ValueError(f"unknown denoise_reduction {self.denoise_reduction!r}; use one of {DENOISE_REDUCTIONS}")
         if self.sigma_p <= 0: raise ValueError("sigma_p must be positive")
+        # checked here, before a run folder is made or data read, not at the first training step
+        for name in ("p", "r"):
+            if not 0 <= getattr(self, name) <= 1: raise ValueError(f"{name} must lie in [0, 1], got {getattr(self, name)}")
+        if not 0 <= self.kappa < 1: raise ValueError(f"kappa must lie in [0, 1), got {self.kappa}")
+        if self.force_loss not in ("l2mae", "mse"): raise ValueError(f"unknown force_loss {self.force_loss!r}; use 'l2mae' or 'mse'")
+        if self.force_normalisation not in ("all", "uncorrupted"):
+            raise ValueError(f"unknown force_normalisation {self.force_normalisation!r}; use 'all' or 'uncorrupted'")
         if self.denoise_copy and self.supervise_corrupted:
             raise ValueError("denoise_copy=True fits the labels on the clean original and trains the noisy copy on the "
                              "denoising terms alone: set supervise_corrupted=False")

@@ -85,6 +85,14 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
             raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
         if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
+        if not self.lr >= 0: raise ValueError(f"lr must be >= 0, got {self.lr}")
+        if not 0 <= self.min_lr_ratio <= 1: raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+        if not 0 <= self.ema_decay < 1: raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
+        at_least = dict(weight_decay=0, warmup_epochs=0, grad_clip=0, max_steps=0, threads=0, kl_warmup_threshold=0,
+                        eval_batch_size=1, check_val_every_n_epoch=1, num_nodes=1)
+        low = [f"{k} >= {v} (got {getattr(self, k)})" for k, v in at_least.items() if getattr(self, k) < v]
+        if self.devices < 1 and self.devices != -1: low.append(f"devices >= 1 or -1 for all (got {self.devices})")
+        if low: raise ValueError("need " + ", ".join(low))
         # names are checked here, before a run folder is made or any data is read
         if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
         if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")

@@ -3,7 +3,7 @@
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
 import json, math, re, time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 import numpy as np
 import torch
@@ -281,6 +281,11 @@ ABLATION_ROWS = {
     "anids w/o aux":      dict(table="b", method="anids", pretrained="qm9", aux=False),
     "scratch dens":       dict(table="scratch", method="dens", pretrained=None, aux=True),
     "scratch anids (joint)": dict(table="scratch", method="anids", pretrained=None, aux=True),
+    # noise or weights? DeNS noise fine-tuning the denoiser that another method's pre-training made ("weights"): paired
+    # with that method's own row, it separates the noise drawn in fine-tuning from the pre-trained weights
+    "dens on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True),
+    "dens on anids-add weights":  dict(table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True),
+    "dens on anids weights":      dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True),
 }
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
@@ -298,9 +303,13 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
     settings.update(overrides)
     cfg = make_config(recipe, **settings)
     pretrained = spec["pretrained"]
-    if pretrained is not None and checkpoint_dir is not None:
-        from anids.train import pretrained_name
-        pretrained = Path(checkpoint_dir) / pretrained_name(pretrained, cfg.backbone, cfg.preset, cfg.method)
+    if pretrained is not None:
+        from anids.train import pretrained_name, resolve_pretrained
+        weights = spec.get("weights", cfg.method)   # the method whose pre-training made the weights
+        if checkpoint_dir is not None:
+            pretrained = Path(checkpoint_dir) / pretrained_name(pretrained, cfg.backbone, cfg.preset, weights)
+        elif weights != cfg.method:
+            pretrained = resolve_pretrained(pretrained, replace(cfg, method=weights))
     label = label or row
     run_dir = Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}"
     try:
@@ -437,15 +446,17 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
 
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
     """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none' and to
-    'dens' (a) / 'dens w/o aux' (b), and of a (c) variant to 'anids'. A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
+    'dens' (a) / 'dens w/o aux' (b), of a (c) variant to 'anids', and of a 'swap' row to the row of the method whose
+    weights it fine-tunes (same weights, that method's own noise). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
     by = {}
     for r in runs:
         v = r["test"][metric]
         by.setdefault(r[key], {})[r["seed"]] = float("nan") if v is None else v   # a diverged run is counted, not averaged
     table = lambda row: "c" if row in ABLATION_C_VARIANTS else ABLATION_ROWS.get(row, {}).get("table")
     # a (c) variant is also paired with row 'anids', the pre-training it moves one setting of
+    weights = lambda row: (ABLATION_ROWS[row]["weights"],) if table(row) == "swap" else ()
     entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux")
-                         + (("anids",) if table(row) == "c" else ()))
+                         + (("anids",) if table(row) == "c" else ()) + weights(row))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
 
 # %% ../nbs/09_experiments.ipynb #94f22108

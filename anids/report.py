@@ -553,7 +553,11 @@ ABLATION_MAP = {
           r"$\lambda_{\text{KL}}=1.5$": "lambda_kl=1.5", r"$\lambda_{\text{KL}}=1.0$": "anids", r"$\lambda_{\text{KL}}=0.5$": "lambda_kl=0.5"},
 }
 "Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
-ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anids (joint)": "supervised from scratch, AniDS (psi trained jointly)"}
+ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anids (joint)": "supervised from scratch, AniDS (psi trained jointly)",
+                  # noise or weights: DeNS noise fine-tuning the denoiser that a learned method's pre-training made
+                  "dens on denoisevae weights": "DeNS noise, DenoiseVAE-pre-trained denoiser",
+                  "dens on anids-add weights": "DeNS noise, AniDS-add-pre-trained denoiser",
+                  "dens on anids weights": "DeNS noise, AniDS-pre-trained denoiser"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
 
 def _ablation_runs(path) -> tuple[dict, dict]:

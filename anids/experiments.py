@@ -445,18 +445,19 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
     return rows
 
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
-    """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none' and to
-    'dens' (a) / 'dens w/o aux' (b), of a (c) variant to 'anids', and of a 'swap' row to the row of the method whose
-    weights it fine-tunes (same weights, that method's own noise). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
+    """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none', to
+    'dens' and 'anids' ((a) and the (c) variants) or 'dens w/o aux' and 'anids w/o aux' ((b)), and of a 'swap' row to
+    the row of the method whose weights it fine-tunes (same weights, that method's own noise). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
     by = {}
     for r in runs:
         v = r["test"][metric]
         by.setdefault(r[key], {})[r["seed"]] = float("nan") if v is None else v   # a diverged run is counted, not averaged
     table = lambda row: "c" if row in ABLATION_C_VARIANTS else ABLATION_ROWS.get(row, {}).get("table")
-    # a (c) variant is also paired with row 'anids', the pre-training it moves one setting of
+    # a (c) variant is paired with row 'anids', the pre-training it moves one setting of
     weights = lambda row: (ABLATION_ROWS[row]["weights"],) if table(row) == "swap" else ()
-    entries = seed_table(by, refs=lambda row: ("none", "dens" if table(row) != "b" else "dens w/o aux")
-                         + (("anids",) if table(row) == "c" else ()) + weights(row))
+    entries = seed_table(by, refs=lambda row: ("none",) + (("dens w/o aux", "anids w/o aux") if table(row) == "b" else
+                                                           ("dens", "anids") if table(row) in ("a", "c") else ("dens",))
+                         + weights(row))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
 
 # %% ../nbs/09_experiments.ipynb #94f22108

@@ -447,7 +447,8 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
     """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none', to
     'dens' and 'anids' ((a) and the (c) variants) or 'dens w/o aux' and 'anids w/o aux' ((b)), and of a 'swap' row to
-    the row of the method whose weights it fine-tunes (same weights, that method's own noise). A run's number is `run["test"][metric]`; a diverged run (NaN or None) is counted."""
+    the row of the method whose weights it fine-tunes (same weights, that method's own noise). A run's number is
+    `run["test"][metric]`; a diverged run (NaN or None) is counted."""
     by = {}
     for r in runs:
         v = r["test"][metric]

@@ -286,6 +286,11 @@ ABLATION_ROWS = {
     "dens on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True),
     "dens on anids-add weights":  dict(table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True),
     "dens on anids weights":      dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True),
+    # size or shape? The frozen learned generators draw noise of about 0.1 A (they were pre-trained at sigma_p 0.1),
+    # twice the recipe's DeNS sigma_p of 0.05: the same swap at sigma_p 0.1 (`config` moves a fine-tuning setting),
+    # also paired (`pair`) with the swap row at the recipe's sigma_p, isolates the noise's size on the same weights
+    "dens sigma_p=0.1 on anids weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True,
+                                              config=dict(sigma_p=0.1), pair=("dens on anids weights",)),
 }
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
@@ -300,6 +305,7 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
     val, train = [structures[i] for i in perm[:n_val]], [structures[i] for i in perm[n_val:]]
     settings = dict(method=spec["method"], epochs=epochs, seed=seed, threads=threads, progress=False)
     if not spec["aux"]: settings["p"] = 0.0
+    settings.update(spec.get("config", {}))
     settings.update(overrides)
     cfg = make_config(recipe, **settings)
     pretrained = spec["pretrained"]
@@ -321,7 +327,7 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
                 "test": {"force_mae_meV_A": nan, "force_rmse_meV_A": nan, "energy_mae_meV_atom": nan, "force_mae_kcal/mol/A": nan},
                 "n_train": len(train), "n_test": len(test)}
     return {"row": label, **spec, "seed": seed, "epochs": epochs, "recipe": recipe, "pretrained_checkpoint": m["pretrained"],
-            "train_generator": m["config"]["train_generator"], "test": m["test"], "train_time_s": m["train_time_s"],
+            "train_generator": m["config"]["train_generator"], "sigma_p": m["config"]["sigma_p"], "test": m["test"], "train_time_s": m["train_time_s"],
             "n_train": len(train), "n_test": len(test)}
 
 def _ablation_worker(args):
@@ -447,7 +453,8 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
     """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none', to
     'dens' and 'anids' ((a) and the (c) variants) or 'dens w/o aux' and 'anids w/o aux' ((b)), and of a 'swap' row to
-    the row of the method whose weights it fine-tunes (same weights, that method's own noise). A run's number is
+    the row of the method whose weights it fine-tunes (same weights, that method's own noise), and to the rows in a row's
+    `pair` (e.g. the same swap at another sigma_p). A run's number is
     `run["test"][metric]`; a diverged run (NaN or None) is counted."""
     by = {}
     for r in runs:
@@ -458,7 +465,7 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
     weights = lambda row: (ABLATION_ROWS[row]["weights"],) if table(row) == "swap" else ()
     entries = seed_table(by, refs=lambda row: ("none",) + (("dens w/o aux", "anids w/o aux") if table(row) == "b" else
                                                            ("dens", "anids") if table(row) in ("a", "c") else ("dens",))
-                         + weights(row))
+                         + weights(row) + tuple(ABLATION_ROWS.get(row, {}).get("pair", ())))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
 
 # %% ../nbs/09_experiments.ipynb #94f22108

@@ -557,7 +557,8 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   # noise or weights: DeNS noise fine-tuning the denoiser that a learned method's pre-training made
                   "dens on denoisevae weights": "DeNS noise, DenoiseVAE-pre-trained denoiser",
                   "dens on anids-add weights": "DeNS noise, AniDS-add-pre-trained denoiser",
-                  "dens on anids weights": "DeNS noise, AniDS-pre-trained denoiser"}
+                  "dens on anids weights": "DeNS noise, AniDS-pre-trained denoiser",
+                  "dens sigma_p=0.1 on anids weights": "DeNS noise at sigma_p 0.1, AniDS-pre-trained denoiser"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
 
 def _ablation_runs(path) -> tuple[dict, dict]:

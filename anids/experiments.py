@@ -291,6 +291,11 @@ ABLATION_ROWS = {
     # also paired (`pair`) with the swap row at the recipe's sigma_p, isolates the noise's size on the same weights
     "dens sigma_p=0.1 on anids weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True,
                                               config=dict(sigma_p=0.1), pair=("dens on anids weights",)),
+    # and DeNS itself at sigma_p 0.1, the sigma_p its QM9 weights were pre-trained with: is the DeNS row of (a) held back
+    # by fine-tuning at half of it? Paired with 'dens' (same weights, sigma_p 0.05), 'anids' and the AniDS-weights swap
+    # at the same sigma_p (same noise, other weights)
+    "dens sigma_p=0.1":  dict(table="a", method="dens", pretrained="qm9", aux=True, config=dict(sigma_p=0.1),
+                              pair=("dens sigma_p=0.1 on anids weights",)),
 }
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",

@@ -296,6 +296,11 @@ ABLATION_ROWS = {
     # at the same sigma_p (same noise, other weights)
     "dens sigma_p=0.1":  dict(table="a", method="dens", pretrained="qm9", aux=True, config=dict(sigma_p=0.1),
                               pair=("dens sigma_p=0.1 on anids weights",)),
+    # DenoiseVAE, the best row of (a), also draws noise of about 0.1 A: DeNS noise at 0.1 on its weights, paired with
+    # 'denoisevae' (same weights, its own per-atom noise) and with 'dens sigma_p=0.1' (same noise, DeNS's weights), says
+    # whether its lead is the weights its pre-training made or the noise it draws in fine-tuning
+    "dens sigma_p=0.1 on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae",
+                                                   aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
 }
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",

@@ -301,6 +301,9 @@ ABLATION_ROWS = {
     # whether its lead is the weights its pre-training made or the noise it draws in fine-tuning
     "dens sigma_p=0.1 on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae",
                                                    aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
+    # and on the AniDS-add weights, the second-best row of (a)
+    "dens sigma_p=0.1 on anids-add weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids-add",
+                                                  aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
 }
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",

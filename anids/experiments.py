@@ -10,15 +10,15 @@ import torch
 from . import data as D
 from .train import RECIPES, make_config, fit
 from .pretrain_data import load_qm9, load_pcqm4mv2
-from .provenance import versions
+from .provenance import versions, repo_root
 
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'BENCHMARK_PRESETS',
            'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
-           'cost_table', 'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics', 'ablation_run',
-           'run_jobs', 'run_ablation', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
-           'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
-           'method_table_text', 'plot_method_table']
+           'cost_table', 'pretraining_sets', 'pretrain', 'training_curves', 'generator_statistics',
+           'checkpoint_provenance', 'ablation_run', 'run_jobs', 'run_ablation', 'ablation_run_from_metrics',
+           'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table', 'rmd17_sets', 'xyz_sets',
+           'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -304,7 +304,34 @@ ABLATION_ROWS = {
     # and on the AniDS-add weights, the second-best row of (a)
     "dens sigma_p=0.1 on anids-add weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids-add",
                                                   aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
+    # each method was pre-trained once (seed 0): is the order of the weights the methods' or one run's luck? The same
+    # fine-tuning on a second pre-training (`pretrain_seed` 1, same budget; a checkpoint_dir holding it) of DeNS and of
+    # DenoiseVAE, paired with the seed-0 rows and with each other
+    "dens sigma_p=0.1 on dens weights of pre-training seed 1": dict(
+        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
+        pair=("dens sigma_p=0.1",)),
+    "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": dict(
+        table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
+        pair=("dens sigma_p=0.1 on denoisevae weights", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
 }
+
+def checkpoint_provenance(path) -> dict|None:
+    """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given
+    as a path absolute, relative to the working directory or to the repository root (as `anids-train` records it)."""
+    for c in (Path(path), (repo_root() or Path.cwd()) / path):
+        if c.is_file():
+            ck = torch.load(c, map_location="cpu", weights_only=False)
+            return (ck.get("extra") or {}).get("provenance") if isinstance(ck, dict) else None
+    raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
+
+def _pretrain_seed_problem(path, spec) -> str|None:
+    "Why the weights at `path` are not those of row `spec`'s pre-training seed (`pretrain_seed`, 0 unless it says), or None."
+    prov = checkpoint_provenance(path)
+    want = spec.get("pretrain_seed", 0)
+    got = (prov or {}).get("config", {}).get("seed")
+    if got is None:
+        return None if "pretrain_seed" not in spec else f"{path} does not say its pre-training seed (the row needs {want})"
+    return None if got == want else f"weights of pre-training seed {got}, the row's are of seed {want}"
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
                  out_dir="runs/ablation", n_val: int = 50, threads: int = 1, checkpoint_dir=None,
@@ -329,6 +356,12 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
             pretrained = Path(checkpoint_dir) / pretrained_name(pretrained, cfg.backbone, cfg.preset, weights)
         elif weights != cfg.method:
             pretrained = resolve_pretrained(pretrained, replace(cfg, method=weights))
+        else:
+            pretrained = resolve_pretrained(pretrained, cfg)
+        problem = _pretrain_seed_problem(pretrained, spec)
+        if problem:
+            raise ValueError(f"row {row!r}: {problem}" + ("; give a checkpoint_dir holding that pre-training"
+                                                          if checkpoint_dir is None else f" ({checkpoint_dir})"))
     label = label or row
     run_dir = Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}"
     try:
@@ -375,6 +408,51 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
             Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
     return run_jobs(_ablation_worker, jobs, workers, _save)
+
+# settings of a run that say how it ran, not what it trained: never compared with the row's
+_RUNTIME_SETTINGS = {"seed", "threads", "accelerator", "devices", "num_nodes", "strategy", "progress", "eval_batch_size",
+                     "checkpoint_every_n_steps", "train_generator"}
+
+def ablation_run_from_metrics(run_dir,               # a finished `anids-train` (or `fit`) run: its folder or its metrics.json
+                              row: str,              # the row of ABLATION_ROWS it trained
+                              recipe: str,           # the recipe it was trained with (metrics.json has the settings, not the name)
+                              epochs: int|None = None,  # the table's epochs, if given: a run with other epochs is an error
+                              overrides: dict|None = None,  # further settings every run of the table was given
+                              source: str = "anids-train") -> dict:
+    """The Table 3 record of one run trained outside `run_ablation` (e.g. one `anids-train` per seed), as `ablation_run`
+    writes it, so that such runs join a results file. The run must be the row's: its settings are compared with those
+    of `recipe` with the row's method, `config` and auxiliary denoising (and `overrides`), and its pre-trained weights
+    with the row's; any difference is an error, never a mislabelled row. A resumed run keeps its `resumed_from`."""
+    if row not in ABLATION_ROWS: raise ValueError(f"unknown row {row!r}; available: {list(ABLATION_ROWS)}")
+    f = Path(run_dir) / "metrics.json" if Path(run_dir).is_dir() else Path(run_dir)
+    if not f.is_file(): raise FileNotFoundError(f"no metrics.json at {f}: is the run finished?")
+    m, spec = json.loads(f.read_text()), ABLATION_ROWS[row]
+    cfg = m["config"]
+    settings = dict(method=spec["method"], **({} if spec["aux"] else {"p": 0.0}), **spec.get("config", {}), **(overrides or {}))
+    # a run given its epochs (ablation_run, `anids-train --epochs`) scales the recipe's warm-up with them, one that
+    # is not keeps the recipe's: either is the row
+    expected = [asdict(make_config(recipe, **settings, epochs=e)) for e in (None, cfg["epochs"])]
+    problems = []
+    if epochs is not None and cfg["epochs"] != epochs: problems.append(f"{cfg['epochs']} epochs, the table's rows have {epochs}")
+    diffs = [{k: (cfg.get(k), v) for k, v in exp.items() if k not in _RUNTIME_SETTINGS | {"epochs"} and cfg.get(k) != v}
+             for exp in expected]
+    best = min(diffs, key=len)
+    problems += [f"{k} = {got!r}, the row's is {want!r}" for k, (got, want) in best.items()]
+    weights = spec.get("weights", spec["method"]) if spec["pretrained"] else None
+    got = None if m.get("pretrained") is None else Path(m["pretrained"]).stem.split("_")[-1]
+    if got != weights:
+        problems.append(f"pre-trained weights {m.get('pretrained')!r}, the row's are "
+                        + (f"those of the {weights} pre-training" if weights else "none"))
+    elif weights is not None and (problem := _pretrain_seed_problem(m["pretrained"], spec)):
+        problems.append(problem)
+    if problems: raise ValueError(f"{f} is not a {recipe} run of row {row!r}: " + "; ".join(problems))
+    rec = {"row": row, **spec, "seed": cfg["seed"], "epochs": cfg["epochs"], "recipe": recipe,
+           "pretrained_checkpoint": m["pretrained"], "train_generator": cfg["train_generator"], "sigma_p": cfg["sigma_p"],
+           "test": m["test"], "train_time_s": m["train_time_s"], "n_train": m["sizes"]["train"], "n_test": m["sizes"]["test"],
+           "versions": m["versions"], "source": source}
+    if m.get("resumed_from"):   # Lightning's epoch index of the checkpoint + 1: the epochs begun before the stop
+        rec |= {"resumed_from_epoch": m["resumed_from"]["epoch"] + 1, "resumed_from": m["resumed_from"]}
+    return rec
 
 ABLATION_C_VARIANTS = {"sigma_p=0.5": dict(sigma_p=0.5), "sigma_p=0.05": dict(sigma_p=0.05),
                        "lambda_kl=1.5": dict(lambda_kl=1.5), "lambda_kl=0.5": dict(lambda_kl=0.5)}

@@ -680,7 +680,10 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     # the batch is corrupted), which DDP must be told about.
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy
     if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
-    if resume is not None: _read_lightning_checkpoint(resume)   # a clear error before anything starts
+    resumed_from = None
+    if resume is not None:   # a clear error before anything starts; the metrics say where the run was taken up
+        ck = _read_lightning_checkpoint(resume)
+        resumed_from = {"checkpoint": str(resume), "epoch": int(ck["epoch"]), "global_step": int(ck["global_step"])}
     log_version = _log_version(out_dir, resume)
     old_log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     old_rows = old_log.read_text() if old_log is not None and old_log.is_file() else None
@@ -717,7 +720,10 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                "n_parameters_denoiser": sum(p.numel() for p in model.denoiser.parameters()),
                "wall_time_s": None, "train_time_s": train_time, "epoch_times_s": list(clock.epoch_times),
                "world_size": trainer.world_size,
-               "rank_parameter_checksums": all_checksums, "versions": versions(), "extra": extra or {}}
+               "rank_parameter_checksums": all_checksums, "versions": versions(), "extra": extra or {},
+               # the last resumption (Lightning's 0-based epoch of the checkpoint): such a run is not bit-identical to an
+               # uninterrupted one, since the checkpoint restores the training state but not the random streams
+               "resumed_from": resumed_from}
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
         if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):

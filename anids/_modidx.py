@@ -365,6 +365,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'anids.experiments.finetune_sets': ('experiments.html#finetune_sets', 'anids/experiments.py'),
                                    'anids.experiments.generator_statistics': ( 'experiments.html#generator_statistics',
                                                                                'anids/experiments.py'),
+                                   'anids.experiments.heldout_denoising_loss': ( 'experiments.html#heldout_denoising_loss',
+                                                                                 'anids/experiments.py'),
                                    'anids.experiments.learning_curves': ('experiments.html#learning_curves', 'anids/experiments.py'),
                                    'anids.experiments.md17_splits': ('experiments.html#md17_splits', 'anids/experiments.py'),
                                    'anids.experiments.md22_sets': ('experiments.html#md22_sets', 'anids/experiments.py'),

@@ -860,6 +860,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.train._TrainableAveragedModel.update_parameters': ( 'train.html#_trainableaveragedmodel.update_parameters',
                                                                                         'anids/train.py'),
                              'anids.train._cached_noise_stats': ('train.html#_cached_noise_stats', 'anids/train.py'),
+                             'anids.train._keep_log_before_resume': ('train.html#_keep_log_before_resume', 'anids/train.py'),
                              'anids.train._log_version': ('train.html#_log_version', 'anids/train.py'),
                              'anids.train._mark_diverged': ('train.html#_mark_diverged', 'anids/train.py'),
                              'anids.train._merge_resumed_log': ('train.html#_merge_resumed_log', 'anids/train.py'),

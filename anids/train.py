@@ -23,11 +23,11 @@ from .provenance import repo_root, versions
 
 # %% auto #0
 __all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'LR_SCHEDULES',
-           'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'DIVERGED_FILE',
-           'TrainConfig', 'make_config', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
-           'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained', 'pretrained_elements',
-           'unseen_elements', 'has_trained_generator', 'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock',
-           'RunProgress', 'prepare_training', 'fit']
+           'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'RESUME_LOG_BACKUP',
+           'DIVERGED_FILE', 'TrainConfig', 'make_config', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule',
+           'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
+           'pretrained_elements', 'unseen_elements', 'has_trained_generator', 'generator_scheme', 'force_rms',
+           'output_scale', 'TrainingClock', 'RunProgress', 'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -570,6 +570,19 @@ class RunProgress(L.Callback):
     def on_train_end(self, trainer, module):
         if self.bar is not None: self.bar.close(); self.bar = None
 
+RESUME_LOG_BACKUP = "metrics.before_resume.csv"
+"Beside a resumed run's metrics.csv until the run has put the rows from before the resumption back."
+
+def _keep_log_before_resume(log: Path) -> Path:
+    """Lightning rewrites metrics.csv when a run resumes. Keep the rows written so far in a file beside it (the rows of
+    every earlier part, when an earlier resumption was itself interrupted), so that a resumption which is stopped
+    (a session's end, a kill) loses no history. Returns that file; `_merge_resumed_log` puts them back."""
+    backup = log.with_name(RESUME_LOG_BACKUP)
+    if backup.is_file():   # an interrupted resumption: its metrics.csv holds only the rows after its own start
+        _merge_resumed_log(log, backup.read_text())
+    if log.is_file(): backup.write_text(log.read_text())
+    return backup
+
 def _merge_resumed_log(path: Path, old_text: str):
     "Lightning rewrites metrics.csv on resume: put the rows from before the resumption back in front."
     import csv, io
@@ -685,8 +698,6 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         ck = _read_lightning_checkpoint(resume)
         resumed_from = {"checkpoint": str(resume), "epoch": int(ck["epoch"]), "global_step": int(ck["global_step"])}
     log_version = _log_version(out_dir, resume)
-    old_log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
-    old_rows = old_log.read_text() if old_log is not None and old_log.is_file() else None
     _quiet_lightning()
     trainer = L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
                         accelerator=config.accelerator, devices=config.devices,
@@ -697,6 +708,9 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                         log_every_n_steps=max(1, min(50, module.steps_per_epoch)))
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
+    # the rows logged before a resumption, kept on disk until fit has ended (normally or not) and they are back in the log
+    log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
+    backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
     try:
         trainer.fit(module, ckpt_path=resume, **loaders)
     except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
@@ -704,8 +718,11 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                f"{config.generator_lr or config.lr}): {e}. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")
         if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
         raise FloatingPointError(msg) from e
+    finally:
+        if backup is not None and backup.is_file():
+            _merge_resumed_log(log, backup.read_text())
+            backup.unlink()
     train_time = clock.total()   # includes the time before a resumption
-    if old_rows is not None: _merge_resumed_log(old_log, old_rows)
     model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
     # Lightning's teardown has moved the model to the CPU: evaluate it where it trained (a GPU run's validation and
     # test sets would otherwise run on the CPU), then save it from the CPU

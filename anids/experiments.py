@@ -221,7 +221,9 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
                   "elements": torch.cat([s.z for s in train]).unique().tolist(),
                   "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
                   "scale": scale, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
-                  "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions()}
+                  "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions(),
+                  # windows with a rare, huge loss (one tail noise draw can spoil an unclipped pre-training)
+                  "loss_spikes": m.get("loss_spikes")}
     from anids.model import load_model, save_model
     model = load_model(run_dir / "model.pt")
     # the training loss is one noisy batch at a time: the held-out loss tells two pre-trainings of a method apart
@@ -407,7 +409,11 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
                 "n_train": len(train), "n_test": len(test)}
     return {"row": label, **spec, "seed": seed, "epochs": epochs, "recipe": recipe, "pretrained_checkpoint": m["pretrained"],
             "train_generator": m["config"]["train_generator"], "sigma_p": m["config"]["sigma_p"], "test": m["test"], "train_time_s": m["train_time_s"],
-            "n_train": len(train), "n_test": len(test)}
+            "n_train": len(train), "n_test": len(test), **_spikes(m)}
+
+def _spikes(m: dict) -> dict:
+    "A run's count of rare, huge training losses (anids.train.loss_spikes), for its Table 3 record; runs before it had none."
+    return {"loss_spikes": m["loss_spikes"]["count"]} if "loss_spikes" in m else {}
 
 def _ablation_worker(args):
     torch.set_num_threads(args[1].get("threads", 1))
@@ -482,7 +488,7 @@ def ablation_run_from_metrics(run_dir,               # a finished `anids-train` 
     rec = {"row": row, **spec, "seed": cfg["seed"], "epochs": cfg["epochs"], "recipe": recipe,
            "pretrained_checkpoint": m["pretrained"], "train_generator": cfg["train_generator"], "sigma_p": cfg["sigma_p"],
            "test": m["test"], "train_time_s": m["train_time_s"], "n_train": m["sizes"]["train"], "n_test": m["sizes"]["test"],
-           "versions": m["versions"], "source": source}
+           "versions": m["versions"], "source": source, **_spikes(m)}
     if m.get("resumed_from"):   # Lightning's epoch index of the checkpoint + 1: the epochs begun before the stop
         rec |= {"resumed_from_epoch": m["resumed_from"]["epoch"] + 1, "resumed_from": m["resumed_from"]}
     return rec

@@ -27,7 +27,7 @@ __all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_M
            'DIVERGED_FILE', 'TrainConfig', 'make_config', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule',
            'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
            'pretrained_elements', 'unseen_elements', 'has_trained_generator', 'generator_scheme', 'force_rms',
-           'output_scale', 'TrainingClock', 'RunProgress', 'prepare_training', 'fit']
+           'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes', 'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -251,6 +251,7 @@ class AniDSModule(L.LightningModule):
         # the KL-only warm-up trains psi; a frozen psi (fine-tuning from pre-trained weights) has none to do
         self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
                              and bool(self.noise_cfg.train_generator))
+        self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
 
     @property
     def total_steps(self) -> int:
@@ -279,12 +280,18 @@ class AniDSModule(L.LightningModule):
         measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
         stats = {} if measure else None
         total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
+        # one rare noise draw that pushes two atoms onto each other gives a loss orders of magnitude above the others and,
+        # unclipped, one huge step; the window's largest loss shows it in the log even when it falls between logged steps
+        # (a running maximum on the device: no host synchronisation per step)
+        loss = total.detach()
+        self._loss_max = loss if self._loss_max is None else torch.maximum(self._loss_max, loss)
         # per-step values reach the CSV log only every `log_every_n_steps` steps, and on a CPU each `self.log` costs
         # about a millisecond (Lightning moves its result store per key): log only the steps that are written
         if (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
             logged = {f"train/{k}": v.detach() for k, v in terms.items()}
-            logged.update({"train/loss": total.detach(), "train/lambda_denoise": float(w.lambda_denoise)})
+            logged.update({"train/loss": loss, "train/loss_max": self._loss_max, "train/lambda_denoise": float(w.lambda_denoise)})
             self.log_dict(logged, batch_size=B)
+            self._loss_max = None
         if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
         return total
 
@@ -594,6 +601,32 @@ def _merge_resumed_log(path: Path, old_text: str):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys); w.writeheader(); w.writerows(keep + new)
 
+def loss_spikes(log,                      # a run's metrics.csv, or the run's folder (its newest logs/version_*)
+                factor: float = 100.0,    # a window whose largest loss is above factor x the typical loss is a spike
+                neighbours: int = 10,     # the typical loss: the median logged loss of this many logged steps each side
+               ) -> list[dict]:
+    """The logging windows whose largest training loss (`train/loss_max`, every step counted) exceeds `factor` times
+    the typical loss around them: rare noise draws that put two atoms almost on top of each other, which without
+    gradient clipping can spoil a run in one Adam step. Each: step, loss_max, typical, ratio (inf for a non-finite loss)."""
+    import csv, statistics
+    log = Path(log)
+    if log.is_dir():
+        found = sorted((log / "logs").glob("version_*/metrics.csv"), key=lambda f: int(f.parent.name.split("_")[1]))
+        if not found: raise FileNotFoundError(f"no logs/version_*/metrics.csv in {log}")
+        log = found[-1]
+    if not log.is_file(): raise FileNotFoundError(f"no training log at {log}")
+    if not factor > 1: raise ValueError(f"factor must be above 1, got {factor}")
+    if neighbours < 1: raise ValueError(f"neighbours must be at least 1, got {neighbours}")
+    rows = [(int(r["step"]), float(r["train/loss"]), float(r["train/loss_max"])) for r in csv.DictReader(open(log, newline=""))
+            if r.get("train/loss") and r.get("train/loss_max")]
+    spikes = []
+    for k, (step, _, high) in enumerate(rows):
+        around = [x for _, x, _ in rows[max(0, k - neighbours): k + neighbours + 1] if math.isfinite(x)]
+        typical = statistics.median(around) if around else math.nan
+        ratio = high / typical if math.isfinite(high) and typical > 0 else math.inf
+        if ratio > factor: spikes.append(dict(step=step, loss_max=high, typical=typical, ratio=ratio))
+    return spikes
+
 def _quiet_lightning():
     "Silence Lightning's banner lines (GPU/TPU available, the LitLogger tip) and a torch pytree deprecation notice."
     import logging, warnings
@@ -705,7 +738,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                         logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
                         gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
                         check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
-                        log_every_n_steps=max(1, min(50, module.steps_per_epoch)))
+                        log_every_n_steps=max(1, min(50, module.steps_per_epoch, module.total_steps)))
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     # the rows logged before a resumption, kept on disk until fit has ended (normally or not) and they are back in the log
@@ -741,6 +774,10 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                # the last resumption (Lightning's 0-based epoch of the checkpoint): such a run is not bit-identical to an
                # uninterrupted one, since the checkpoint restores the training state but not the random streams
                "resumed_from": resumed_from}
+    run_log = Path(trainer.logger.log_dir) / "metrics.csv"
+    if run_log.is_file():   # windows with a rare, huge loss (a bad noise draw; see loss_spikes): none in a healthy run
+        spikes = loss_spikes(run_log)
+        metrics["loss_spikes"] = {"factor": 100.0, "count": len(spikes), "largest": sorted(spikes, key=lambda d: -d["ratio"])[:5]}
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
         if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):

@@ -625,6 +625,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                              'anids.noise.NoiseGenerator.covariance': ('noise.html#noisegenerator.covariance', 'anids/noise.py'),
                              'anids.noise.NoiseGenerator.forward': ('noise.html#noisegenerator.forward', 'anids/noise.py'),
                              'anids.noise.anisotropic_covariance': ('noise.html#anisotropic_covariance', 'anids/noise.py'),
+                             'anids.noise.expected_close_contacts': ('noise.html#expected_close_contacts', 'anids/noise.py'),
                              'anids.noise.sample_anisotropic': ('noise.html#sample_anisotropic', 'anids/noise.py')},
             'anids.painn': { 'anids.painn.GatedEquivariantBlock': ('painn.html#gatedequivariantblock', 'anids/painn.py'),
                              'anids.painn.GatedEquivariantBlock.__init__': ('painn.html#gatedequivariantblock.__init__', 'anids/painn.py'),

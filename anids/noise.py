@@ -12,7 +12,8 @@ from .backbones import Backbone
 from .layers import BesselRBF, cosine_cutoff, mlp
 
 # %% auto #0
-__all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'Covariance', 'NoiseGenerator']
+__all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
+           'NoiseGenerator']
 
 # %% ../nbs/04_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
@@ -98,6 +99,38 @@ def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances 
     eps = torch.randn(L.shape[0], 3, dtype=L.dtype, device=L.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)
     return noise, L, eps
+
+# %% ../nbs/04_noise.ipynb #46514c97
+def expected_close_contacts(pos,                        # [N, 3] positions of one molecule (A; no periodic images)
+                            sigma,                      # std of the isotropic noise per Cartesian component (A): one number or [N]
+                            threshold: float,           # a pair closer than this after the noise counts (A)
+                            corrupt_prob: float = 1.0,  # probability that an atom is moved (Algorithm 2's r; 1 in Algorithm 1)
+                           ) -> float:
+    """The expected number of atom pairs closer than `threshold` after isotropic Gaussian noise, each atom moved with
+    probability `corrupt_prob`, exactly (non-central chi-square with 3 degrees of freedom per pair)."""
+    from scipy.stats import ncx2
+    import numpy as np
+    pos = np.asarray(pos.detach().cpu() if isinstance(pos, torch.Tensor) else pos, dtype=np.float64)
+    if pos.ndim != 2 or pos.shape[1] != 3: raise ValueError(f"pos must be [N, 3], got shape {pos.shape}")
+    if len(pos) > 5000: raise ValueError(f"{len(pos)} atoms: this sums over all pairs of one molecule (at most 5000 atoms)")
+    if not np.isfinite(pos).all(): raise ValueError("pos has non-finite entries")
+    s = np.asarray(sigma.detach().cpu() if isinstance(sigma, torch.Tensor) else sigma, dtype=np.float64)
+    if s.shape not in ((), (len(pos),)): raise ValueError(f"sigma must be one number or one per atom ({len(pos)}), got shape {s.shape}")
+    s = np.broadcast_to(s, (len(pos),))
+    if not (np.isfinite(s).all() and (s >= 0).all()): raise ValueError("sigma must be finite and non-negative")
+    if not threshold > 0: raise ValueError(f"threshold must be positive, got {threshold}")
+    if not 0 <= corrupt_prob <= 1: raise ValueError(f"corrupt_prob must be in [0, 1], got {corrupt_prob}")
+    i, j = np.triu_indices(len(pos), 1)
+    d2, t2, c = ((pos[i] - pos[j]) ** 2).sum(-1), threshold ** 2, corrupt_prob
+    def closer(v):   # P(|r_ij + delta|< threshold) for delta ~ N(0, v I); v = 0: the pair does not move
+        out = (d2 < t2).astype(np.float64)
+        m = v > 0
+        out[m] = ncx2.cdf(t2 / v[m], 3, d2[m] / v[m])
+        return out
+    si, sj = s[i] ** 2, s[j] ** 2
+    p = c * c * closer(si + sj) + c * (1 - c) * (closer(si) + closer(sj)) + (1 - c) ** 2 * (d2 < t2)
+    return float(p.sum())
+
 
 # %% ../nbs/04_noise.ipynb #bc557d3a
 @dataclass

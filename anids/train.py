@@ -607,7 +607,8 @@ def loss_spikes(log,                      # a run's metrics.csv, or the run's fo
                ) -> list[dict]:
     """The logging windows whose largest training loss (`train/loss_max`, every step counted) exceeds `factor` times
     the typical loss around them: rare noise draws that put two atoms almost on top of each other, which without
-    gradient clipping can spoil a run in one Adam step. Each: step, loss_max, typical, ratio (inf for a non-finite loss)."""
+    gradient clipping can spoil a run in one Adam step. Each: step (the logged step that ends the window), loss_max,
+    typical, ratio (inf for a non-finite loss)."""
     import csv, statistics
     log = Path(log)
     if log.is_dir():
@@ -617,8 +618,9 @@ def loss_spikes(log,                      # a run's metrics.csv, or the run's fo
     if not log.is_file(): raise FileNotFoundError(f"no training log at {log}")
     if not factor > 1: raise ValueError(f"factor must be above 1, got {factor}")
     if neighbours < 1: raise ValueError(f"neighbours must be at least 1, got {neighbours}")
-    rows = [(int(r["step"]), float(r["train/loss"]), float(r["train/loss_max"])) for r in csv.DictReader(open(log, newline=""))
-            if r.get("train/loss") and r.get("train/loss_max")]
+    with open(log, newline="") as f:
+        rows = [(int(r["step"]), float(r["train/loss"]), float(r["train/loss_max"])) for r in csv.DictReader(f)
+                if r.get("train/loss") and r.get("train/loss_max")]
     spikes = []
     for k, (step, _, high) in enumerate(rows):
         around = [x for _, x, _ in rows[max(0, k - neighbours): k + neighbours + 1] if math.isfinite(x)]
@@ -778,6 +780,14 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if run_log.is_file():   # windows with a rare, huge loss (a bad noise draw; see loss_spikes): none in a healthy run
         spikes = loss_spikes(run_log)
         metrics["loss_spikes"] = {"factor": 100.0, "count": len(spikes), "largest": sorted(spikes, key=lambda d: -d["ratio"])[:5]}
+        if spikes and trainer.is_global_zero:
+            worst = metrics["loss_spikes"]["largest"][0]
+            warnings.warn(f"{len(spikes)} training window(s) held a loss over 100 x the typical one (the largest "
+                          f"{worst['loss_max']:.3g} against {worst['typical']:.3g}, in the window that ends at step {worst['step']}): a noise draw "
+                          "that pushed atoms together, or a bad label. "
+                          + ("Gradient clipping (grad_clip) limits what one such batch does to the weights."
+                             if not config.grad_clip else f"Gradients were clipped at norm {config.grad_clip}.")
+                          + " anids.train.loss_spikes(run_dir) lists them", stacklevel=2)
     if not pre:
         metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
         if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):

@@ -708,6 +708,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     t0 = time.time()
     if len(train_set) == 0: raise ValueError("the training set is empty")
     if len(val_set) == 0: raise ValueError("the validation set is empty")
+    # the code that runs is the code of the checkout when the run starts: a later commit must not be recorded as the run's
+    run_versions = versions()
     out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
     if config.threads > 0: torch.set_num_threads(config.threads)
     L.seed_everything(config.seed, workers=True, verbose=False)
@@ -772,7 +774,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                "n_parameters_denoiser": sum(p.numel() for p in model.denoiser.parameters()),
                "wall_time_s": None, "train_time_s": train_time, "epoch_times_s": list(clock.epoch_times),
                "world_size": trainer.world_size,
-               "rank_parameter_checksums": all_checksums, "versions": versions(), "extra": extra or {},
+               "rank_parameter_checksums": all_checksums, "versions": run_versions, "extra": extra or {},
                # the last resumption (Lightning's 0-based epoch of the checkpoint): such a run is not bit-identical to an
                # uninterrupted one, since the checkpoint restores the training state but not the random streams
                "resumed_from": resumed_from}

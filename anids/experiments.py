@@ -341,13 +341,14 @@ ABLATION_ROWS = {
                                                   aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
     # each method was pre-trained once (seed 0): is the order of the weights the methods' or one run's luck? The same
     # fine-tuning on a second pre-training (`pretrain_seed` 1, same budget; a checkpoint_dir holding it) of DeNS and of
-    # DenoiseVAE, paired with the seed-0 rows and with each other
+    # DenoiseVAE, paired with the seed-0 rows and with each other. Unclipped (`pretrain_grad_clip` 0) as the shipped ones,
+    # which were made before the demo scale clipped gradients
     "dens sigma_p=0.1 on dens weights of pre-training seed 1": dict(
         table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pair=("dens sigma_p=0.1",)),
+        pretrain_grad_clip=0.0, pair=("dens sigma_p=0.1",)),
     "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": dict(
         table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pair=("dens sigma_p=0.1 on denoisevae weights", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
+        pretrain_grad_clip=0.0, pair=("dens sigma_p=0.1 on denoisevae weights", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
 }
 
 def checkpoint_provenance(path) -> dict|None:
@@ -360,13 +361,19 @@ def checkpoint_provenance(path) -> dict|None:
     raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
 
 def _pretrain_seed_problem(path, spec) -> str|None:
-    "Why the weights at `path` are not those of row `spec`'s pre-training seed (`pretrain_seed`, 0 unless it says), or None."
+    """Why the weights at `path` are not those of row `spec`'s pre-training, or None: its seed (`pretrain_seed`, 0 unless
+    it says) and, where the row says, its gradient clipping (`pretrain_grad_clip`, 0 = none)."""
     prov = checkpoint_provenance(path)
     want = spec.get("pretrain_seed", 0)
     got = (prov or {}).get("config", {}).get("seed")
     if got is None:
         return None if "pretrain_seed" not in spec else f"{path} does not say its pre-training seed (the row needs {want})"
-    return None if got == want else f"weights of pre-training seed {got}, the row's are of seed {want}"
+    if got != want: return f"weights of pre-training seed {got}, the row's are of seed {want}"
+    clip = float((prov or {}).get("config", {}).get("grad_clip") or 0.0)
+    if "pretrain_grad_clip" in spec and clip != spec["pretrain_grad_clip"]:
+        return (f"weights of a pre-training with gradients clipped at norm {clip}, the row's at {spec['pretrain_grad_clip']} "
+                "(0: none, as the shipped pre-trainings)")
+    return None
 
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
                  out_dir="runs/ablation", n_val: int = 50, threads: int = 1, checkpoint_dir=None,

@@ -221,7 +221,8 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
                   "elements": torch.cat([s.z for s in train]).unique().tolist(),
                   "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
                   "scale": scale, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
-                  "device": device, "threads": threads or torch.get_num_threads(), "final": last, "versions": versions(),
+                  "device": device, "threads": threads or torch.get_num_threads(), "final": last,
+                  "versions": m["versions"],   # the code the pre-training ran: fit reads them when it starts
                   # windows with a rare, huge loss (one tail noise draw can spoil an unclipped pre-training)
                   "loss_spikes": m.get("loss_spikes")}
     from anids.model import load_model, save_model

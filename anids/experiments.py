@@ -350,6 +350,11 @@ ABLATION_ROWS = {
     "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": dict(
         table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
         pretrain_grad_clip=0.0, pair=("dens sigma_p=0.1 on denoisevae weights", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
+    # the seed-1 DeNS pre-training again with the demo scale's gradient clipping (norm 10), which kept the one tail noise
+    # draw that spoiled the unclipped one from moving the weights
+    "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": dict(
+        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
+        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
 }
 
 def checkpoint_provenance(path) -> dict|None:

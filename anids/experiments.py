@@ -355,6 +355,11 @@ ABLATION_ROWS = {
     "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": dict(
         table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
         pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
+    # and a second, clipped AniDS pre-training, paired with the seed-0 AniDS weights under the same noise and with the
+    # second DeNS pre-training
+    "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": dict(
+        table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
+        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1 on anids weights", "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1")),
 }
 
 def checkpoint_provenance(path) -> dict|None:

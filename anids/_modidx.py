@@ -354,6 +354,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'anids.experiments._spikes': ('experiments.html#_spikes', 'anids/experiments.py'),
                                    'anids.experiments.ablation_c_checkpoint': ( 'experiments.html#ablation_c_checkpoint',
                                                                                 'anids/experiments.py'),
+                                   'anids.experiments.ablation_rows': ('experiments.html#ablation_rows', 'anids/experiments.py'),
                                    'anids.experiments.ablation_run': ('experiments.html#ablation_run', 'anids/experiments.py'),
                                    'anids.experiments.ablation_run_from_metrics': ( 'experiments.html#ablation_run_from_metrics',
                                                                                     'anids/experiments.py'),

@@ -566,6 +566,11 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": "DeNS noise at sigma_p 0.1, second DenoiseVAE pre-training (seed 1)",
                   "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": "DeNS at sigma_p 0.1 on the second DeNS pre-training redone with gradient clipping",
                   "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": "DeNS noise at sigma_p 0.1, second AniDS pre-training (seed 1, clipped)",
+                  # Table 3 (a)'s rows on a second pre-training of each method (seed 1, clipped), each with its own noise
+                  "dens of clipped pre-training seed 1": "DeNS, second pre-training (seed 1, clipped)",
+                  "denoisevae of clipped pre-training seed 1": "DenoiseVAE, second pre-training (seed 1, clipped)",
+                  "anids-add of clipped pre-training seed 1": "AniDS-add, second pre-training (seed 1, clipped)",
+                  "anids of clipped pre-training seed 1": "AniDS, second pre-training (seed 1, clipped)",
                   # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
                   "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")

@@ -360,6 +360,10 @@ ABLATION_ROWS = {
     "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": dict(
         table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
         pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1 on anids weights", "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1")),
+    # and of AniDS-add, the last of the four methods whose weights had one pre-training under this noise
+    "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1": dict(
+        table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
+        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1")),
     # Table 3 (a) itself on a second pre-training of every method: each method fine-tuned with its own noise (a learned
     # method with its own frozen generator) from its seed-1 pre-training, clipped, at the shipped budget. Paired with the
     # seed-0 row of the same method (`weights`), with DeNS seed 0 and with the DeNS seed-1 row: is the order of (a) that

@@ -566,6 +566,7 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": "DeNS noise at sigma_p 0.1, second DenoiseVAE pre-training (seed 1)",
                   "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": "DeNS at sigma_p 0.1 on the second DeNS pre-training redone with gradient clipping",
                   "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": "DeNS noise at sigma_p 0.1, second AniDS pre-training (seed 1, clipped)",
+                  "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1": "DeNS noise at sigma_p 0.1, second AniDS-add pre-training (seed 1, clipped)",
                   # Table 3 (a)'s rows on a second pre-training of each method (seed 1, clipped), each with its own noise
                   "dens of clipped pre-training seed 1": "DeNS, second pre-training (seed 1, clipped)",
                   "denoisevae of clipped pre-training seed 1": "DenoiseVAE, second pre-training (seed 1, clipped)",

@@ -19,7 +19,7 @@ def test_readme_python_api(tmp_path, monkeypatch):
     assert pred.energy.shape == (1,) and pred.forces.shape == (n, 3) and torch.isfinite(pred.forces).all()
     assert cov.matrix.shape == (n, 3, 3) and bool((torch.linalg.eigvalsh(cov.matrix) > 0).all())
     # the reloaded model behind the ASE calculator gives what the model gave before saving
-    assert np.isclose(atoms.get_potential_energy(), float(pred.energy[0]), rtol=1e-5, atol=1e-5)
+    assert np.isclose(atoms.get_potential_energy(), float(pred.energy[0].detach()), rtol=1e-5, atol=1e-5)
     assert np.allclose(atoms.get_forces(), pred.forces.detach().numpy(), atol=1e-5)
     assert (tmp_path / "model.pt").is_file()
 

@@ -167,7 +167,7 @@ PRETRAIN_SCALES = {
     # the same optimiser and noise settings, PaiNN (demo size) on QM9
     # and gradients clipped at norm 10 (a step's is about 1): once in millions of atoms the noise pushes two bonded atoms
     # a few tenths of an A apart, PaiNN's outputs and the gradient explode (1e16), and without clipping that one step
-    # spoils the rest of a pre-training (the README's "A second pre-training"); the shipped checkpoints predate it
+    # spoils the rest of a pre-training (RESULTS.md, "A second pre-training"); the shipped checkpoints predate it
     "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=3000, batch_size=32,
                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0, grad_clip=10.0),
 }

@@ -3,6 +3,8 @@
 Writes into DEST (default `build/docs/src`):
 
 * `index.md`: the README, with the notebook table linked to the notebook pages and the API pages;
+* `RESULTS.md`: what was measured, as the repository holds it (the README links into it), and `figures/`: the figures
+  these two pages show;
 * `nbs/*.ipynb`: every notebook of `nbs/` with its stored content (nothing is executed): nbdev's directive lines
   (`#| export`, `#| default_exp`, ...) are stripped, cells marked `#| hide` are left out, as are cells left empty
   and front-matter cells (`---` blocks); `#| echo: false` drops a cell's source and `#| output: false` its outputs;
@@ -164,7 +166,7 @@ def stage_api(dest: Path, modules: list[str], nb_of: dict[str, tuple[str, str]])
     write_if_changed(dest / "api" / "index.md", text)
 
 
-def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: set[str], modules: set[str]) -> None:
+def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: set[str], modules: set[str]) -> set[Path]:
     text = _table_math((ROOT / "README.md").read_text(encoding="utf-8"))
 
     def link_row(m):  # a row of the README's notebook table: link the notebook and the module
@@ -179,8 +181,24 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
     toc = lambda caption, entries: ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *entries, "```"]
     text = text.rstrip("\n") + "\n" + "\n".join(
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
-        + toc("API", ["api/index"])) + "\n"
+        + toc("Results", ["RESULTS"]) + toc("API", ["api/index"])) + "\n"
     write_if_changed(dest / "index.md", text)
+    results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md)", "](index.md)")
+    write_if_changed(dest / "RESULTS.md", results)
+    return stage_figures(dest, text + results)
+
+
+def stage_figures(dest: Path, markdown: str) -> set[Path]:
+    "The repository's figures that `markdown` shows (`![...](figures/...)`), copied beside the pages; their paths"
+    out = set()
+    for rel in sorted(set(re.findall(r"!\[[^\]]*\]\((figures/[^)\s]+)\)", markdown))):
+        src, target = ROOT / rel, dest / rel
+        if not src.is_file(): raise FileNotFoundError(f"a page shows {rel}, which does not exist")
+        if not target.is_file() or target.read_bytes() != src.read_bytes():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(src.read_bytes())
+        out.add(target)
+    return out
 
 
 def stage(dest: Path) -> None:
@@ -197,10 +215,10 @@ def stage(dest: Path) -> None:
     # in the order of their notebooks (00_data first), modules without one after them
     modules = sorted(discover_modules(ROOT / PACKAGE), key=lambda m: (nb_of.get(m, ("~",))[0], m))
     stage_api(dest, modules, nb_of)
-    stage_index(dest, lib, [n for n in names if n not in lib], set(names), set(modules))
+    figures = stage_index(dest, lib, [n for n in names if n not in lib], set(names), set(modules))
     # sources of an earlier build that are gone now (a renamed notebook or module)
-    keep = {dest / "index.md", dest / "api" / "index.md"} | {dest / "nbs" / p.name for p in nbs} \
-        | {dest / "api" / f"{m}.rst" for m in modules}
+    keep = {dest / "index.md", dest / "RESULTS.md", dest / "api" / "index.md"} | {dest / "nbs" / p.name for p in nbs} \
+        | {dest / "api" / f"{m}.rst" for m in modules} | figures
     for f in list(dest.rglob("*")):
         if f.is_file() and f not in keep: f.unlink()
 

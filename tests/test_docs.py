@@ -23,6 +23,10 @@ def test_staged_sources(tmp_path):
     index = (tmp_path / "index.md").read_text()
     assert index.startswith((ROOT / "README.md").read_text().splitlines()[0])
     assert "[`04_noise`](nbs/04_noise.ipynb) | {py:mod}`anids.noise` |" in index
+    # the results the README links to are a page of their own, in the table of contents
+    assert (tmp_path / "RESULTS.md").read_text().startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])
+    assert "](RESULTS.md#" in index and "\nRESULTS\n" in index
+    assert (tmp_path / "figures" / "compare_mace.png").is_file()   # shown by RESULTS.md
     for name in nbs:
         cells = json.loads((tmp_path / "nbs" / name).read_text())["cells"]
         assert cells and all(c["cell_type"] != "raw" for c in cells), name

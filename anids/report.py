@@ -573,9 +573,7 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "anids-add of clipped pre-training seed 1": "AniDS-add, second pre-training (seed 1, clipped)",
                   "anids of clipped pre-training seed 1": "AniDS, second pre-training (seed 1, clipped)",
                   "dens of clipped CPU pre-training seed 0": "DeNS, seed 0 pre-trained again on the CPU, clipped",
-                  "dens of unclipped CPU pre-training seed 0": "DeNS, seed 0 pre-trained again on the CPU, unclipped",
                   "anids of clipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained again on the CPU, clipped",
-                  "anids of unclipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained again on the CPU, unclipped",
                   # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
                   "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")

@@ -183,7 +183,7 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
         + toc("Results", ["RESULTS"]) + toc("API", ["api/index"])) + "\n"
     write_if_changed(dest / "index.md", text)
-    results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md)", "](index.md)")
+    results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md", "](index.md")
     write_if_changed(dest / "RESULTS.md", results)
     return stage_figures(dest, text + results)
 

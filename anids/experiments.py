@@ -382,13 +382,21 @@ ABLATION_ROWS = {
     # the second pre-trainings differ from the shipped ones in seed, clipping and machine (one CPU thread against a GPU)
     # at once: seed 0 again on the CPU (`pretrain_device`) tells the seed from the rest. Unclipped, the same two
     # pre-trainings gave weights equal bit for bit to these (no step's gradient norm reached 10), so clipping is not it.
-    # Paired with the shipped seed-0 row of the method (its `weights`), with its clipped seed-1 row, and AniDS with DeNS
+    # Paired with the shipped seed-0 row of the method (its `weights`), with its clipped seed-1 row, and the learned ones with DeNS
     "dens of clipped CPU pre-training seed 0": dict(
         table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pair=("dens of clipped pre-training seed 1",)),
     "anids of clipped CPU pre-training seed 0": dict(
         table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pair=("anids of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
+    "denoisevae of clipped CPU pre-training seed 0": dict(
+        table="swap", method="denoisevae", pretrained="qm9", weights="denoisevae", aux=True, pretrain_seed=0,
+        pretrain_grad_clip=10.0, pretrain_device="cpu",
+        pair=("denoisevae of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
+    "anids-add of clipped CPU pre-training seed 0": dict(
+        table="swap", method="anids-add", pretrained="qm9", weights="anids-add", aux=True, pretrain_seed=0,
+        pretrain_grad_clip=10.0, pretrain_device="cpu",
+        pair=("anids-add of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
 }
 
 def checkpoint_provenance(path) -> dict|None:

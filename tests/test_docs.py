@@ -38,6 +38,14 @@ def test_staged_sources(tmp_path):
     assert md17[0]["source"].startswith("# MD17 fine-tuning")
 
 
+def test_a_missing_figure_is_an_error(tmp_path):
+    # a page that shows a figure the repository lacks would render with a broken image: staging stops and names it
+    import pytest
+    with pytest.raises(FileNotFoundError, match="figures/nope.png"):
+        stage.stage_figures(tmp_path, "text ![a plot](figures/nope.png) more")
+    assert stage.stage_figures(tmp_path, "no figures here") == set()
+
+
 def test_directives_and_hidden_cells():
     nb = {"cells": [{"cell_type": "code", "source": "#| default_exp x", "outputs": [], "metadata": {}},
                     {"cell_type": "code", "source": "#| hide\nsecret = 1", "outputs": [], "metadata": {}},

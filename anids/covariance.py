@@ -2,11 +2,12 @@
 
 # %% ../nbs/12a_covariance.ipynb #013e908f
 from __future__ import annotations
-import copy, math
+import copy, math, warnings
 from pathlib import Path
 import numpy as np
 import torch
 from ase import Atoms
+from ase.data import chemical_symbols
 from .noise import NoiseGenerator
 from .model import AniDSModel, atoms_batch, build_model, load_model
 
@@ -109,7 +110,15 @@ def generator_covariances(model, atoms: Atoms, method: str = "anids", sigma: flo
     if not isinstance(atoms, Atoms): raise TypeError(f"atoms must be an ase.Atoms, got {type(atoms).__name__}")
     if len(atoms) == 0: raise ValueError("the structure has no atoms")
     if model is None: model = untrained_model(method, sigma, seed)
-    elif isinstance(model, (str, Path)): model = load_model(model)
+    elif isinstance(model, (str, Path)):
+        from anids.train import pretrained_elements
+        seen = pretrained_elements(model)
+        if seen is not None and (unseen := sorted(set(atoms.numbers.tolist()) - seen)):
+            # psi embeds each element: one it never met in pre-training has its initial embedding, so its Sigma_i is not learned
+            names = lambda zs: ", ".join(chemical_symbols[z] for z in sorted(zs))
+            warnings.warn(f"the generator at {model} was pre-trained on {names(seen)} only: Sigma_i of the "
+                          f"{names(unseen)} atoms comes from an element embedding that never trained", UserWarning, stacklevel=2)
+        model = load_model(model)
     if isinstance(model, AniDSModel): gen = model.generator
     elif isinstance(model, NoiseGenerator): gen = model
     else: raise TypeError(f"model must be a checkpoint path, AniDSModel, NoiseGenerator or None, got {type(model).__name__}")

@@ -2,7 +2,7 @@
 
 # %% ../nbs/07_train.ipynb #8d1ae4b9
 from __future__ import annotations
-import json, math, os, sys, time
+import hashlib, json, math, os, sys, time
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 import ase.data, ase.units, warnings
@@ -26,8 +26,9 @@ __all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_M
            'NOISE_STATS_EVERY', 'LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'RESUME_LOG_BACKUP',
            'DIVERGED_FILE', 'TrainConfig', 'make_config', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule',
            'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
-           'pretrained_elements', 'unseen_elements', 'has_trained_generator', 'generator_scheme', 'force_rms',
-           'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes', 'prepare_training', 'fit']
+           'published_provenance', 'pretrained_elements', 'unseen_elements', 'has_trained_generator',
+           'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes',
+           'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -450,12 +451,31 @@ def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
 DATASET_ELEMENTS = {"qm9": (1, 6, 7, 8, 9)}
 "Elements of the pre-training data sets, for checkpoints whose provenance predates its `elements` field."
 
+def _atomic_numbers(elements) -> set[int]:
+    "Atomic numbers of a list of atomic numbers or chemical symbols."
+    return {ase.data.atomic_numbers[e] if isinstance(e, str) else int(e) for e in elements}
+
+def published_provenance(path) -> dict:
+    """The provenance published beside a checkpoint as `<name>.json` (`anids.case_study.publish_checkpoint`), or {} when
+    there is none or it describes another file (its sha256 is checked against the checkpoint's bytes)."""
+    path = Path(path)
+    side = path.with_suffix(".json")
+    if not side.is_file(): return {}
+    prov = json.loads(side.read_text())
+    if "sha256" in prov and prov["sha256"] != hashlib.sha256(path.read_bytes()).hexdigest(): return {}
+    return prov
+
 def pretrained_elements(path) -> set[int]|None:
-    "Atomic numbers the weights at `path` were pre-trained on (from their provenance), or None when it does not say."
+    """Atomic numbers the weights at `path` were pre-trained on, or None when nothing says: the provenance inside the
+    checkpoint (its `elements`, else its data set's), else the one published beside it (`elements` or `data.elements`)."""
     ckpt = torch.load(Path(path), map_location="cpu", weights_only=False)
     prov = (ckpt.get("extra") or {}).get("provenance") or {} if isinstance(ckpt, dict) else {}
-    if prov.get("elements") is not None: return {int(z) for z in prov["elements"]}
-    return set(DATASET_ELEMENTS[prov["dataset"]]) if prov.get("dataset") in DATASET_ELEMENTS else None
+    if prov.get("elements") is not None: return _atomic_numbers(prov["elements"])
+    if prov.get("dataset") in DATASET_ELEMENTS: return set(DATASET_ELEMENTS[prov["dataset"]])
+    side = published_provenance(path)
+    for elements in (side.get("elements"), (side.get("data") or {}).get("elements")):
+        if elements is not None: return _atomic_numbers(elements)
+    return set(DATASET_ELEMENTS[side["dataset"]]) if side.get("dataset") in DATASET_ELEMENTS else None
 
 def unseen_elements(structures, pretrained) -> list[str]:
     "Symbols of the elements in `structures` that the weights at `pretrained` were not pre-trained on ([] when unknown)."

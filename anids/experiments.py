@@ -397,6 +397,13 @@ ABLATION_ROWS = {
         table="swap", method="anids-add", pretrained="qm9", weights="anids-add", aux=True, pretrain_seed=0,
         pretrain_grad_clip=10.0, pretrain_device="cpu",
         pair=("anids-add of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
+    # the 600-epoch swap table's higher force RMSE of every second pre-training: the seed-0 AniDS-add pre-training made
+    # again on the CPU under the same DeNS noise at 0.1 tells whether the seed or the machine and revision raise it.
+    # Paired with the shipped weights' row and with the seed-1 (CPU) row
+    "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": dict(
+        table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True, config=dict(sigma_p=0.1), pretrain_seed=0,
+        pretrain_grad_clip=10.0, pretrain_device="cpu",
+        pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1")),
 }
 
 def checkpoint_provenance(path) -> dict|None:

@@ -576,6 +576,7 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "anids of clipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained again on the CPU, clipped",
                   "denoisevae of clipped CPU pre-training seed 0": "DenoiseVAE, seed 0 pre-trained again on the CPU, clipped",
                   "anids-add of clipped CPU pre-training seed 0": "AniDS-add, seed 0 pre-trained again on the CPU, clipped",
+                  "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": "DeNS noise at sigma_p 0.1, AniDS-add seed 0 pre-trained again on the CPU, clipped",
                   # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
                   "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")

@@ -405,7 +405,7 @@ ABLATION_ROWS = {
         pretrain_grad_clip=10.0, pretrain_device="cpu",
         pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1")),
     # at 10 and 40 fine-tuning epochs AniDS trails DeNS on every pre-training of the shipped budget (4250 steps of 64 QM9
-    # molecules, a hundredth of the paper's): is the gap the method's or the short pre-training's? DeNS and AniDS
+    # molecules, a 24th of what the paper's pre-training sees): is the gap the method's or the short pre-training's? DeNS and AniDS
     # pre-trained twice as long (`pretrain_steps`; otherwise as the CPU seed-0 rows), each paired with its method's
     # row of the shipped budget, and AniDS with DeNS of the same budget
     "dens of 8500-step clipped CPU pre-training seed 0": dict(

@@ -415,6 +415,14 @@ ABLATION_ROWS = {
         table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pretrain_steps=8500,
         pair=("anids of clipped CPU pre-training seed 0", "dens of 8500-step clipped CPU pre-training seed 0")),
+    # and half as long (2125 steps): a third point of the same trend
+    "dens of 2125-step clipped CPU pre-training seed 0": dict(
+        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
+        pretrain_device="cpu", pretrain_steps=2125, pair=("dens of clipped CPU pre-training seed 0",)),
+    "anids of 2125-step clipped CPU pre-training seed 0": dict(
+        table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
+        pretrain_device="cpu", pretrain_steps=2125,
+        pair=("anids of clipped CPU pre-training seed 0", "dens of 2125-step clipped CPU pre-training seed 0")),
 }
 
 def checkpoint_provenance(path) -> dict|None:

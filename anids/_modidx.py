@@ -349,6 +349,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'anids.experiments._ablation_worker': ('experiments.html#_ablation_worker', 'anids/experiments.py'),
                                    'anids.experiments._pretrain_seed_problem': ( 'experiments.html#_pretrain_seed_problem',
                                                                                  'anids/experiments.py'),
+                                   'anids.experiments._pretraining_length_rows': ( 'experiments.html#_pretraining_length_rows',
+                                                                                   'anids/experiments.py'),
                                    'anids.experiments._safe': ('experiments.html#_safe', 'anids/experiments.py'),
                                    'anids.experiments._sets': ('experiments.html#_sets', 'anids/experiments.py'),
                                    'anids.experiments._spikes': ('experiments.html#_spikes', 'anids/experiments.py'),

@@ -404,26 +404,21 @@ ABLATION_ROWS = {
         table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True, config=dict(sigma_p=0.1), pretrain_seed=0,
         pretrain_grad_clip=10.0, pretrain_device="cpu",
         pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1")),
-    # at 10 and 40 fine-tuning epochs AniDS trails DeNS on every pre-training of the shipped budget (4250 steps of 64 QM9
-    # molecules, a 24th of what the paper's pre-training sees): is the gap the method's or the short pre-training's? DeNS and AniDS
-    # pre-trained twice as long (`pretrain_steps`; otherwise as the CPU seed-0 rows), each paired with its method's
-    # row of the shipped budget, and AniDS with DeNS of the same budget
-    "dens of 8500-step clipped CPU pre-training seed 0": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pretrain_steps=8500, pair=("dens of clipped CPU pre-training seed 0",)),
-    "anids of 8500-step clipped CPU pre-training seed 0": dict(
-        table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pretrain_steps=8500,
-        pair=("anids of clipped CPU pre-training seed 0", "dens of 8500-step clipped CPU pre-training seed 0")),
-    # and half as long (2125 steps): a third point of the same trend
-    "dens of 2125-step clipped CPU pre-training seed 0": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pretrain_steps=2125, pair=("dens of clipped CPU pre-training seed 0",)),
-    "anids of 2125-step clipped CPU pre-training seed 0": dict(
-        table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pretrain_steps=2125,
-        pair=("anids of clipped CPU pre-training seed 0", "dens of 2125-step clipped CPU pre-training seed 0")),
 }
+
+def _pretraining_length_rows(steps: int) -> dict:
+    """Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps, otherwise as the CPU seed-0 rows:
+    each paired with its method's row of the shipped budget, and AniDS with DeNS of the same length."""
+    name = lambda m: f"{m} of {steps}-step clipped CPU pre-training seed 0"
+    return {name(m): dict(table="swap", method=m, pretrained="qm9", weights=m, aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
+                          pretrain_device="cpu", pretrain_steps=steps,
+                          pair=(f"{m} of clipped CPU pre-training seed 0",) + ((name("dens"),) if m == "anids" else ()))
+            for m in ("dens", "anids")}
+
+# at 10 and 40 fine-tuning epochs AniDS trails DeNS on every pre-training of the shipped budget (4250 steps of 64 QM9
+# molecules, a 24th of what the paper's pre-training sees): is the gap the method's or the pre-training's length? DeNS
+# and AniDS pre-trained twice and half as long (`pretrain_steps`)
+ABLATION_ROWS.update(_pretraining_length_rows(8500) | _pretraining_length_rows(2125))
 
 def checkpoint_provenance(path) -> dict|None:
     """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given

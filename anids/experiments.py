@@ -408,8 +408,8 @@ ABLATION_ROWS = {
 
 def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
     """Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps with seed `seed`, otherwise as the
-    CPU seed-0 rows: AniDS paired with DeNS of the same length and seed, and a seed-0 row with its method's row of the
-    shipped budget (the only CPU pre-training seed of that budget)."""
+    CPU seed-0 rows: AniDS paired with DeNS of the same length and seed, and a seed-0 row also with its method's CPU
+    seed-0 row of the shipped budget (`<method> of clipped CPU pre-training seed 0`)."""
     name = lambda m: f"{m} of {steps}-step clipped CPU pre-training seed {seed}"
     shipped = lambda m: (f"{m} of clipped CPU pre-training seed 0",) if seed == 0 else ()
     return {name(m): dict(table="swap", method=m, pretrained="qm9", weights=m, aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,

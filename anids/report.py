@@ -553,6 +553,13 @@ ABLATION_MAP = {
           r"$\lambda_{\text{KL}}=1.5$": "lambda_kl=1.5", r"$\lambda_{\text{KL}}=1.0$": "anids", r"$\lambda_{\text{KL}}=0.5$": "lambda_kl=0.5"},
 }
 "Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
+# DeNS and AniDS pre-trained twice and half as long as the shipped 4250 steps, otherwise as the CPU seed-0 rows; at 2125
+# steps with pre-training seeds 0, 1 and 2, at 4250 a CPU seed 2 (the rows of anids.experiments._pretraining_length_rows)
+_LENGTH_WORDS = {8500: "for twice the steps (8500)", 2125: "for half the steps (2125)", 4250: "(4250 steps, the shipped length)"}
+_PRETRAINING_LENGTH_LABELS = {f"{m} of {steps}-step clipped CPU pre-training seed {seed}":
+                              f"{name}, seed {seed} pre-trained on the CPU {_LENGTH_WORDS[steps]}, clipped"
+                              for steps, seed in ((8500, 0), (2125, 0), (2125, 1), (2125, 2), (4250, 2))
+                              for m, name in (("dens", "DeNS"), ("anids", "AniDS"))}
 ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anids (joint)": "supervised from scratch, AniDS (psi trained jointly)",
                   # noise or weights: DeNS noise fine-tuning the denoiser that a learned method's pre-training made
                   "dens on denoisevae weights": "DeNS noise, DenoiseVAE-pre-trained denoiser",
@@ -577,18 +584,7 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "denoisevae of clipped CPU pre-training seed 0": "DenoiseVAE, seed 0 pre-trained again on the CPU, clipped",
                   "anids-add of clipped CPU pre-training seed 0": "AniDS-add, seed 0 pre-trained again on the CPU, clipped",
                   "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": "DeNS noise at sigma_p 0.1, AniDS-add seed 0 pre-trained again on the CPU, clipped",
-                  # DeNS and AniDS pre-trained twice and half as long (8500 and 2125 steps), otherwise as the CPU seed-0 rows,
-                  # at 2125 steps with two more pre-training seeds (1 and 2); at the shipped 4250 a CPU seed 2
-                  "dens of 8500-step clipped CPU pre-training seed 0": "DeNS, seed 0 pre-trained on the CPU for twice the steps (8500), clipped",
-                  "anids of 8500-step clipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained on the CPU for twice the steps (8500), clipped",
-                  "dens of 2125-step clipped CPU pre-training seed 0": "DeNS, seed 0 pre-trained on the CPU for half the steps (2125), clipped",
-                  "anids of 2125-step clipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained on the CPU for half the steps (2125), clipped",
-                  "dens of 2125-step clipped CPU pre-training seed 1": "DeNS, seed 1 pre-trained on the CPU for half the steps (2125), clipped",
-                  "anids of 2125-step clipped CPU pre-training seed 1": "AniDS, seed 1 pre-trained on the CPU for half the steps (2125), clipped",
-                  "dens of 2125-step clipped CPU pre-training seed 2": "DeNS, seed 2 pre-trained on the CPU for half the steps (2125), clipped",
-                  "anids of 2125-step clipped CPU pre-training seed 2": "AniDS, seed 2 pre-trained on the CPU for half the steps (2125), clipped",
-                  "dens of 4250-step clipped CPU pre-training seed 2": "DeNS, seed 2 pre-trained on the CPU (4250 steps, the shipped length), clipped",
-                  "anids of 4250-step clipped CPU pre-training seed 2": "AniDS, seed 2 pre-trained on the CPU (4250 steps, the shipped length), clipped",
+                  **_PRETRAINING_LENGTH_LABELS,
                   # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
                   "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p"}
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")

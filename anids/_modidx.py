@@ -365,6 +365,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                    'anids.experiments.checkpoint_provenance': ( 'experiments.html#checkpoint_provenance',
                                                                                 'anids/experiments.py'),
                                    'anids.experiments.cost_table': ('experiments.html#cost_table', 'anids/experiments.py'),
+                                   'anids.experiments.denoising_loss_under': ( 'experiments.html#denoising_loss_under',
+                                                                               'anids/experiments.py'),
                                    'anids.experiments.describe_data': ('experiments.html#describe_data', 'anids/experiments.py'),
                                    'anids.experiments.finetune_sets': ('experiments.html#finetune_sets', 'anids/experiments.py'),
                                    'anids.experiments.generator_statistics': ( 'experiments.html#generator_statistics',

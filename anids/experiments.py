@@ -3,7 +3,7 @@
 # %% ../nbs/09_experiments.ipynb #5aa8c780
 from __future__ import annotations
 import json, math, re, time
-from dataclasses import asdict, replace
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 import numpy as np
 import torch
@@ -16,10 +16,10 @@ from .provenance import versions, repo_root
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'BENCHMARK_PRESETS',
            'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
            'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves',
-           'generator_statistics', 'checkpoint_provenance', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation',
-           'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
-           'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
-           'method_table_text', 'plot_method_table']
+           'generator_statistics', 'denoising_loss_under', 'checkpoint_provenance', 'ablation_run', 'run_jobs',
+           'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
+           'seed_table', 'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
+           'run_benchmark', 'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -297,6 +297,40 @@ def generator_statistics(model, structures, batch_size: int = 64) -> dict:
             "eigenvalue_ratio_mean": float(ratio.mean()), "share_ratio_above_1.5": float((ratio > 1.5).mean()),
             "a_quantiles": q(a), "gamma_mean": float(gamma.mean()), "per_element": per_element,
             "ratio": ratio, "a": a, "z": z}
+
+def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretrain`): whose denoiser is evaluated
+                         noise,              # a pre-trained checkpoint whose noise (method, generator, sigma_p) it faces, or "dens"
+                         structures: list,   # held-out equilibrium structures
+                         repeats: int = 3, batch_size: int = 64, seed: int = 0) -> dict:
+    """Algorithm 1's held-out denoising loss (`heldout_denoising_loss`) of the denoiser of `weights` under the noise of
+    another pre-training: the method, frozen generator and settings of checkpoint `noise`, or with "dens" DeNS's isotropic
+    noise at the sigma_p `weights` was pre-trained with. Each method's own held-out loss measures it on its own task;
+    this puts the denoisers of two methods on one task (each pre-training's target, Eq. 9 with the authors' scaling,
+    is that of its own noise, so a denoiser is at a disadvantage on another method's noise). `noise=weights` gives the
+    checkpoint's own held-out loss."""
+    from anids.model import load_model, build_model
+    from anids.train import TrainConfig
+    def provenance(path):
+        prov = checkpoint_provenance(path)
+        if prov is None or "config" not in prov: raise ValueError(f"{path} is not a pre-trained checkpoint of `pretrain` (no provenance)")
+        return prov
+    cfg_w = provenance(weights)["config"]
+    src = load_model(weights)
+    if isinstance(noise, str) and noise == "dens":
+        target = build_model(**dict(src.spec, method="dens", sigma=cfg_w["sigma_p"]))
+        cfg = dict(cfg_w, method="dens")
+    else:
+        target, cfg = load_model(noise), provenance(noise)["config"]
+    same = ("backbone", "preset", "backbone_overrides", "force_mode")
+    if any(src.spec[k] != target.spec[k] for k in same):
+        raise ValueError(f"the denoisers of {weights} and {noise} differ ({', '.join(f'{k} {src.spec[k]!r} / {target.spec[k]!r}' for k in same if src.spec[k] != target.spec[k])})")
+    # the denoiser and its buffers from `weights`, the generator (if any) from `noise`
+    state = {k: v for k, v in src.state_dict().items() if not k.startswith("generator.")}
+    missing, unexpected = target.load_state_dict(state, strict=False)
+    if unexpected or any(not k.startswith("generator.") for k in missing):
+        raise ValueError(f"the weights of {weights} do not fit the model of {noise}: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    config = TrainConfig(**{k: v for k, v in cfg.items() if k in {f.name for f in fields(TrainConfig)}})
+    return heldout_denoising_loss(target, structures, config, repeats=repeats, batch_size=batch_size, seed=seed)
 
 # %% ../nbs/09_experiments.ipynb #8ab3f01c
 # Table 3 of the paper (force MAE, kcal/mol/A, MD17 aspirin, EquiformerV2 pre-trained on PCQM4Mv2)

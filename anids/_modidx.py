@@ -347,6 +347,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                'anids/equiformer_v2.py')},
             'anids.experiments': { 'anids.experiments._ablation_c_worker': ('experiments.html#_ablation_c_worker', 'anids/experiments.py'),
                                    'anids.experiments._ablation_worker': ('experiments.html#_ablation_worker', 'anids/experiments.py'),
+                                   'anids.experiments._length_row': ('experiments.html#_length_row', 'anids/experiments.py'),
+                                   'anids.experiments._length_swap_row': ('experiments.html#_length_swap_row', 'anids/experiments.py'),
                                    'anids.experiments._pretrain_seed_problem': ( 'experiments.html#_pretrain_seed_problem',
                                                                                  'anids/experiments.py'),
                                    'anids.experiments._pretraining_length_rows': ( 'experiments.html#_pretraining_length_rows',

@@ -461,6 +461,24 @@ ABLATION_ROWS.update(_pretraining_length_rows(8500) | _pretraining_length_rows(8
                      | _pretraining_length_rows(2125, seed=1) | _pretraining_length_rows(2125, seed=2)
                      | _pretraining_length_rows(4250, seed=2))
 
+def _length_row(method: str, steps: int, seed: int) -> str:
+    "The name of the row of `method` fine-tuned from its CPU pre-training of `steps` steps and seed `seed` (clipped)."
+    if steps == 4250 and seed in (0, 1):   # the shipped length's CPU rows predate `pretrain_steps` in the names
+        return f"{method} of clipped CPU pre-training seed 0" if seed == 0 else f"{method} of clipped pre-training seed 1"
+    return f"{method} of {steps}-step clipped CPU pre-training seed {seed}"
+
+def _length_swap_row(steps: int, seed: int) -> dict:
+    """DeNS noise (the recipe's sigma_p) on the denoiser of AniDS's pre-training of `steps` steps and seed `seed`, paired
+    with that pre-training's AniDS row and with DeNS's of the same length and seed: is AniDS's gap to DeNS in its weights
+    or in the noise it fine-tunes with?"""
+    return {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}": dict(
+        table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
+        pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
+
+# the gap grows from half to the shipped length on every seed: weights or noise? (10 fine-tuning epochs)
+for _steps, _seed in ((2125, 0), (2125, 1), (2125, 2), (4250, 0), (4250, 1), (4250, 2)):
+    ABLATION_ROWS.update(_length_swap_row(_steps, _seed))
+
 def checkpoint_provenance(path) -> dict|None:
     """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given
     as a path absolute, relative to the working directory or to the repository root (as `anids-train` records it)."""

@@ -476,8 +476,8 @@ def _length_swap_row(steps: int, seed: int) -> dict:
         pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
 
 # the gap grows from half to the shipped length on every seed: weights or noise? (10 fine-tuning epochs)
-for _steps, _seed in ((2125, 0), (2125, 1), (2125, 2), (4250, 0), (4250, 1), (4250, 2)):
-    ABLATION_ROWS.update(_length_swap_row(_steps, _seed))
+ABLATION_ROWS.update({name: row for steps in (2125, 4250) for seed in (0, 1, 2)
+                     for name, row in _length_swap_row(steps, seed).items()})
 
 def checkpoint_provenance(path) -> dict|None:
     """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given

@@ -13,12 +13,13 @@ from .pretrain_data import load_qm9, load_pcqm4mv2
 from .provenance import versions, repo_root
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'BENCHMARK_PRESETS',
-           'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
-           'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves',
+__all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS',
+           'BENCHMARK_PRESETS', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results',
+           'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves',
            'generator_statistics', 'denoising_loss_under', 'checkpoint_provenance', 'ablation_run', 'run_jobs',
            'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
-           'seed_table', 'ablation_table', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
+           'seed_table', 'ablation_table', 'pretraining_length_gaps', 'length_gap_summary',
+           'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
            'run_benchmark', 'method_table_text', 'plot_method_table']
 
 # %% ../nbs/09_experiments.ipynb #6619ccfd
@@ -456,10 +457,9 @@ def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
 # and AniDS pre-trained twice and half as long (`pretrain_steps`); at half the length, where AniDS came out ahead on
 # seed 0, two more pre-training seeds, and at the shipped length a third CPU seed (the CPU rows above are of seeds 0
 # and 1), so that both lengths have CPU pre-trainings of seeds 0, 1 and 2 of each method; at twice the length, where
-# the gap shrank again on seed 0, a second pre-training seed
-ABLATION_ROWS.update(_pretraining_length_rows(8500) | _pretraining_length_rows(8500, seed=1) | _pretraining_length_rows(2125)
-                     | _pretraining_length_rows(2125, seed=1) | _pretraining_length_rows(2125, seed=2)
-                     | _pretraining_length_rows(4250, seed=2))
+# the gap shrank again on seed 0, pre-training seeds 1 and 2 as well: every length has three pre-trainings per method
+ABLATION_ROWS.update({name: row for steps, seeds in ((8500, (0, 1, 2)), (2125, (0, 1, 2)), (4250, (2,))) for seed in seeds
+                      for name, row in _pretraining_length_rows(steps, seed).items()})
 
 def _length_row(method: str, steps: int, seed: int) -> str:
     "The name of the row of `method` fine-tuned from its CPU pre-training of `steps` steps and seed `seed` (clipped)."
@@ -748,6 +748,95 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
                                                            ("dens", "anids") if table(row) in ("a", "c") else ("dens",))
                          + weights(row) + tuple(ABLATION_ROWS.get(row, {}).get("pair", ())))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
+
+# %% ../nbs/09_experiments.ipynb #5d98be9c
+PRETRAINING_LENGTHS = (2125, 4250, 8500)
+"Pre-training steps (of 64 QM9 molecules) of the CPU length study: half the shipped budget, the shipped budget, twice it."
+
+def pretraining_length_gaps(runs: list[dict],                 # ablation runs (`run_ablation`, a results file's "runs")
+                            metric: str = "force_mae_meV_A",  # a key of each run's "test" metrics
+                            method: str = "anids", reference: str = "dens",
+                            lengths=PRETRAINING_LENGTHS, seeds=(0, 1, 2),   # pre-training steps and seeds to look for
+                            ) -> list[dict]:
+    """`method` minus `reference` in the test `metric`, paired by fine-tuning seed, for every pre-training of the length
+    study whose two rows (`_length_row`) are both in `runs`, at each fine-tuning length the runs have (their `epochs`).
+    One dict per (epochs, steps, pre-training seed): each row's mean over its seeds, the paired differences (`diffs`),
+    their mean and std, and in how many pairs `method` is lower. A diverged run drops out of the pairs (`seed_table`)."""
+    if not runs: raise ValueError("no runs given")
+    missing = [k for k in ("row", "seed", "epochs", "test") if k not in runs[0]]
+    if missing: raise ValueError(f"these do not look like ablation runs: no {missing} (a results file's 'runs' list?)")
+    out = []
+    for epochs in sorted({r["epochs"] for r in runs}):
+        values = {}
+        for r in runs:
+            if r["epochs"] != epochs: continue
+            if metric not in r["test"]: raise ValueError(f"run {r['row']!r} seed {r['seed']} has no test metric {metric!r}")
+            v = r["test"][metric]
+            values.setdefault(r["row"], {})[r["seed"]] = float("nan") if v is None else float(v)
+        for steps in lengths:
+            for seed in seeds:
+                ours, ref = _length_row(method, steps, seed), _length_row(reference, steps, seed)
+                if ours not in values or ref not in values: continue
+                entry = {e["row"]: e for e in seed_table({ours: values[ours], ref: values[ref]}, refs=(ref,))}
+                pair = entry[ours].get(f"vs {ref}")
+                if pair is None: continue   # no fine-tuning seed that both rows finished
+                out.append({"epochs": epochs, "steps": steps, "pretrain_seed": seed, "metric": metric, "method": method,
+                            "reference": reference, "method_mean": entry[ours]["mean"], "reference_mean": entry[ref]["mean"],
+                            "gap_mean": pair["mean_diff"], "gap_std": pair["std_diff"], "n": pair["n"],
+                            "lower": sum(d < 0 for d in pair["diffs"].values()), "diffs": pair["diffs"]})
+    return out
+
+def length_gap_summary(gaps: list[dict]) -> list[dict]:
+    """The pre-trainings of each (fine-tuning epochs, pre-training steps) of `pretraining_length_gaps` together: mean ±
+    std over the pre-trainings of their mean gap and of each row's mean, and in how many of all pairs `method` is lower."""
+    groups = {}
+    for g in gaps: groups.setdefault((g["epochs"], g["steps"]), []).append(g)
+    std = lambda x: float(np.std(x, ddof=1)) if len(x) > 1 else float("nan")
+    out = []
+    for (epochs, steps), gs in sorted(groups.items()):
+        gap, ours, ref = ([g[k] for g in gs] for k in ("gap_mean", "method_mean", "reference_mean"))
+        out.append({"epochs": epochs, "steps": steps, "pretrain_seeds": [g["pretrain_seed"] for g in gs],
+                    "method": gs[0]["method"], "reference": gs[0]["reference"], "metric": gs[0]["metric"],
+                    "gap_mean": float(np.mean(gap)), "gap_std": std(gap), "method_mean": float(np.mean(ours)),
+                    "method_std": std(ours), "reference_mean": float(np.mean(ref)), "reference_std": std(ref),
+                    "lower": sum(g["lower"] for g in gs), "pairs": sum(g["n"] for g in gs)})
+    return out
+
+def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = None):
+    """A panel per fine-tuning length: each pre-training's gap (mean ± std over fine-tuning seeds, one colour per
+    pre-training seed) at its pre-training length, and the mean ± std over the pre-trainings of each length, joined."""
+    import matplotlib.pyplot as plt
+    from anids.report import METHOD_NAMES
+    if not gaps: raise ValueError("no pre-training length rows in these runs: nothing to plot")
+    summary, epochs = length_gap_summary(gaps), sorted({g["epochs"] for g in gaps})
+    fig, axes = plt.subplots(1, len(epochs), figsize=(4.3 * len(epochs), 3.8), squeeze=False)
+    name = lambda m: METHOD_NAMES.get(m, m)
+    what = gaps[0]["metric"].replace("_meV_A", "").replace("_", " ").replace("mae", "MAE").replace("rmse", "RMSE")
+    for ax, ep in zip(axes[0], epochs):
+        for g in (g for g in gaps if g["epochs"] == ep):
+            x = g["steps"] * 2 ** (0.06 * (g["pretrain_seed"] + 1))   # the seeds side by side, right of the mean
+            ax.errorbar(x, g["gap_mean"], yerr=0 if math.isnan(g["gap_std"]) else g["gap_std"], fmt="o", ms=5, capsize=3,
+                        color=f"C{g['pretrain_seed']}", label=f"pre-training seed {g['pretrain_seed']}")
+        s = [x for x in summary if x["epochs"] == ep]
+        ax.errorbar([x["steps"] for x in s], [x["gap_mean"] for x in s], color="k", lw=1.8, capsize=5, zorder=0,
+                    yerr=[0 if math.isnan(x["gap_std"]) else x["gap_std"] for x in s], label="mean over pre-trainings")
+        ax.axhline(0, ls="--", lw=0.9, color="grey")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([x["steps"] for x in s], [str(x["steps"]) for x in s]); ax.minorticks_off()
+        ax.set_xlabel("pre-training steps (64 QM9 molecules each)")
+        ax.set_title(f"{ep} fine-tuning epochs", fontsize=10)
+        handles, labels = ax.get_legend_handles_labels()
+        keep = dict(zip(labels, handles))   # one legend entry per seed
+        ax.legend(keep.values(), keep.keys(), fontsize=7)
+    axes[0, 0].set_ylabel(f"{name(gaps[0]['method'])} − {name(gaps[0]['reference'])}, test {what} (meV/Å)")
+    fig.suptitle(title or f"{name(gaps[0]['method'])} − {name(gaps[0]['reference'])} after fine-tuning, against the "
+                          f"pre-training's length (below 0: {name(gaps[0]['method'])} ahead)", fontsize=10)
+    fig.tight_layout()
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    return fig
+
 
 # %% ../nbs/09_experiments.ipynb #94f22108
 BENCHMARK_PRESETS = {

@@ -554,11 +554,11 @@ ABLATION_MAP = {
 }
 "Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
 # DeNS and AniDS pre-trained twice and half as long as the shipped 4250 steps, otherwise as the CPU seed-0 rows; at 2125
-# steps with pre-training seeds 0, 1 and 2, at 8500 seeds 0 and 1, at 4250 a CPU seed 2 (the rows of anids.experiments._pretraining_length_rows)
+# steps with pre-training seeds 0, 1 and 2, at 8500 too, at 4250 a CPU seed 2 (the rows of anids.experiments._pretraining_length_rows)
 _LENGTH_WORDS = {8500: "for twice the steps (8500)", 2125: "for half the steps (2125)", 4250: "(4250 steps, the shipped length)"}
 _PRETRAINING_LENGTH_LABELS = {f"{m} of {steps}-step clipped CPU pre-training seed {seed}":
                               f"{name}, seed {seed} pre-trained on the CPU {_LENGTH_WORDS[steps]}, clipped"
-                              for steps, seed in ((8500, 0), (8500, 1), (2125, 0), (2125, 1), (2125, 2), (4250, 2))
+                              for steps, seed in ((8500, 0), (8500, 1), (8500, 2), (2125, 0), (2125, 1), (2125, 2), (4250, 2))
                               for m, name in (("dens", "DeNS"), ("anids", "AniDS"))}
 # DeNS noise on the AniDS denoisers of those pre-trainings (anids.experiments._length_swap_row)
 _PRETRAINING_LENGTH_LABELS |= {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}":

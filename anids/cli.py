@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 import numpy as np
-from .train import TrainConfig, RECIPES, make_config, fit
+from .train import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit
 from . import data as D
 from .structures import validate_structures
 from .downloads import DatasetNotAvailableError
@@ -141,6 +141,11 @@ def run(argv: list[str]|None = None) -> dict:
                       energy_unit=args.report_unit or unit, extra=extra)
     except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError) as e:
         raise SystemExit(f"anids-train: {e}") from None
+    # what the run started from and what psi did, so that a log says it without opening metrics.json
+    if metrics.get("pretrained"): print(f"started from {metrics['pretrained']}")
+    if metrics["config"]["method"] in LEARNED_METHODS:
+        print("noise generator psi: " + ("trained jointly (Algorithm 2)" if metrics["config"]["train_generator"]
+                                         else "frozen, its covariances cached once (fine-tuning)"))
     for stage in ("val", "test"):
         if stage in metrics:
             m = metrics[stage]

@@ -749,7 +749,7 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
                          + weights(row) + tuple(ABLATION_ROWS.get(row, {}).get("pair", ())))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
 
-# %% ../nbs/09_experiments.ipynb #5d98be9c
+# %% ../nbs/09_experiments.ipynb #47b7e30f
 PRETRAINING_LENGTHS = (2125, 4250, 8500)
 "Pre-training steps (of 64 QM9 molecules) of the CPU length study: half the shipped budget, the shipped budget, twice it."
 

@@ -563,7 +563,7 @@ _PRETRAINING_LENGTH_LABELS = {f"{m} of {steps}-step clipped CPU pre-training see
 # DeNS noise on the AniDS denoisers of those pre-trainings (anids.experiments._length_swap_row)
 _PRETRAINING_LENGTH_LABELS |= {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}":
                                f"DeNS noise, AniDS-pre-trained denoiser, seed {seed} pre-trained on the CPU {_LENGTH_WORDS[steps]}, clipped"
-                               for steps, seed in ((2125, 0), (2125, 1), (2125, 2), (4250, 0), (4250, 1), (4250, 2))}
+                               for steps, seed in ((2125, 0), (2125, 1), (2125, 2), (4250, 0), (4250, 1), (4250, 2), (8500, 2))}
 ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anids (joint)": "supervised from scratch, AniDS (psi trained jointly)",
                   # noise or weights: DeNS noise fine-tuning the denoiser that a learned method's pre-training made
                   "dens on denoisevae weights": "DeNS noise, DenoiseVAE-pre-trained denoiser",

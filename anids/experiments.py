@@ -11,6 +11,7 @@ from . import data as D
 from .train import RECIPES, make_config, fit
 from .pretrain_data import load_qm9, load_pcqm4mv2
 from .provenance import versions, repo_root
+from .model import read_checkpoint
 
 # %% auto #0
 __all__ = ['PAPER_TABLE1', 'PRETRAIN_SCALES', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS',
@@ -485,7 +486,7 @@ def checkpoint_provenance(path) -> dict|None:
     as a path absolute, relative to the working directory or to the repository root (as `anids-train` records it)."""
     for c in (Path(path), (repo_root() or Path.cwd()) / path):
         if c.is_file():
-            ck = torch.load(c, map_location="cpu", weights_only=False)
+            ck = read_checkpoint(c)
             return (ck.get("extra") or {}).get("provenance") if isinstance(ck, dict) else None
     raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
 

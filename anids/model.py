@@ -15,9 +15,10 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
-__all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'DenoisingConfig', 'Prediction', 'AniDSModel',
-           'covariance_stats', 'cached_covariance', 'cache_covariances', 'build_model', 'save_model', 'load_model',
-           'atoms_batch', 'AniDSCalculator', 'force_smoothness', 'corruption_label_shift']
+__all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHECKPOINT_GLOBALS', 'DenoisingConfig', 'Prediction',
+           'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances', 'build_model', 'plain_data',
+           'save_model', 'read_checkpoint', 'load_model', 'atoms_batch', 'AniDSCalculator', 'force_smoothness',
+           'corruption_label_shift', 'PayloadCheckpoint']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -406,23 +407,62 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
     generator = NoiseGenerator(method, encoder, sigma=sigma)
     return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec)
 
+def plain_data(obj, where: str = "extra"):
+    """`obj` as what torch's weights-only unpickler reads back: dicts, lists, tuples, str, int, float, bool, None and
+    tensors. Paths and numpy scalars become str and Python numbers; anything else is a TypeError that names where it
+    sits (a checkpoint must never need code to be read)."""
+    import numpy as np
+    if obj is None or type(obj) in (bool, int, float, str) or isinstance(obj, torch.Tensor): return obj
+    if isinstance(obj, (str, Path)): return str(obj)   # str subclasses (torch.__version__) and paths
+    if isinstance(obj, np.generic): return obj.item()
+    if isinstance(obj, np.ndarray): return torch.from_numpy(obj.copy())
+    if isinstance(obj, dict): return {plain_data(k, where): plain_data(v, f"{where}[{k!r}]") for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(plain_data(v, f"{where}[{i}]") for i, v in enumerate(obj))
+    raise TypeError(f"{where} holds a {type(obj).__name__}, which a checkpoint cannot store as plain data; "
+                    "store it as numbers, strings, lists or dicts")
+
 def save_model(model: AniDSModel, path, extra: dict|None = None) -> Path:
-    "Write `model` (recipe + weights + `extra` metadata) to `path`."
+    "Write `model` (recipe + weights + `extra` metadata, as plain data) to `path`."
     if not model.spec: raise ValueError("this model was not made by build_model: it has no recipe to save")
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     import anids
-    torch.save({"format": CHECKPOINT_FORMAT, "spec": model.spec, "state_dict": model.state_dict(),
-                "anids_version": anids.__version__, "extra": extra or {}}, path)
+    torch.save({"format": CHECKPOINT_FORMAT, "spec": plain_data(model.spec, "spec"), "state_dict": model.state_dict(),
+                "anids_version": str(anids.__version__), "extra": plain_data(extra or {})}, path)
     return path
 
-def load_model(path, map_location="cpu") -> AniDSModel:
-    "Load a model written by `save_model` or a Lightning checkpoint of `anids.train`; clear errors otherwise."
+from torch.torch_version import TorchVersion
+
+SAFE_CHECKPOINT_GLOBALS = [TorchVersion]
+"""Classes that checkpoints may name beyond torch's weights-only defaults: TorchVersion, a `str` subclass that
+checkpoints written before `plain_data` recorded as `torch.__version__` (its constructor runs no code of the file's)."""
+
+def read_checkpoint(path, map_location="cpu") -> dict:
+    """The contents of a checkpoint or weights file (`save_model`'s, a Lightning checkpoint), read with torch's
+    weights-only unpickler: tensors, containers and plain values. A pickle is a program, and a `.pt` file is the way
+    weights travel between people, so a file that names any other code (a class, a function) is refused before any of
+    it runs. Every loader of `anids` reads checkpoints through this function."""
+    import pickle, re
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=False)
+        with torch.serialization.safe_globals(SAFE_CHECKPOINT_GLOBALS):
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except pickle.UnpicklingError as e:
+        found = re.search(r"GLOBAL ([\w.]+)", str(e))
+        if found is None: raise ValueError(   # e.g. "Unsupported operand": bytes that are no pickle torch writes
+            f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
+        raise ValueError(f"{path} was refused: its pickle names {found.group(1) if found else 'code'}, and reading it "
+                         "would run that code. anids checkpoints hold only tensors and plain values; if you made this "
+                         "file yourself and trust it, load it with torch.load(..., weights_only=False) and save its "
+                         "weights again with save_model") from None
     except Exception as e:
-        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {e}") from None
+        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
+
+def load_model(path, map_location="cpu") -> AniDSModel:
+    "Load a model written by `save_model` or a Lightning checkpoint of `anids.train` (`read_checkpoint`: no code runs)."
+    path = Path(path)
+    ckpt = read_checkpoint(path, map_location)
     if isinstance(ckpt, dict) and "hyper_parameters" in ckpt and "model_spec" in ckpt.get("hyper_parameters", {}):
         spec = ckpt["hyper_parameters"]["model_spec"]
         state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
@@ -525,3 +565,10 @@ def corruption_label_shift(model: AniDSModel, structures, sigma: float, r: float
     if ds: out["stress_shift_GPa"] = 160.21766208 * sum(ds) / len(ds)   # eV/A^3 -> GPa
     return out
 
+
+# %% ../nbs/06_model.ipynb #5afe10ad
+class PayloadCheckpoint:
+    """What a hostile checkpoint hides: unpickling it calls `Path(marker).touch()`, which creates an empty file at
+    `marker`. For tests of the loaders (nothing may run); never written by the package itself."""
+    def __init__(self, marker): self.marker = Path(marker)
+    def __reduce__(self): return (Path.touch, (self.marker,))

@@ -9,7 +9,7 @@ from pathlib import Path
 from . import __version__
 
 # %% auto #0
-__all__ = ['repo_root', 'versions']
+__all__ = ['CODE_PATHS', 'repo_root', 'git_dirty', 'versions']
 
 # %% ../nbs/00_provenance.ipynb #701b5232
 def _package_dir() -> Path:
@@ -38,6 +38,22 @@ def _git_revision() -> str | None:
         return None
 
 
+CODE_PATHS = ("anids", "benchmarks", "pyproject.toml")
+"What makes a result, inside the checkout: a change there (committed or not) changes the code that ran."
+
+def git_dirty(where: Path | None = None) -> bool | None:
+    """Whether the code of the checkout at `where` (default: the one `anids` runs from) differs from its revision:
+    changed, staged or new files under `CODE_PATHS`. None outside a git checkout. A result made by a dirty tree was
+    made by code that no commit holds."""
+    where = _package_dir().parent if where is None else Path(where)
+    try:
+        res = subprocess.run(["git", "status", "--porcelain", "--", *CODE_PATHS], capture_output=True, text=True,
+                             timeout=10, cwd=where)
+    except Exception:
+        return None
+    return bool(res.stdout.strip()) if res.returncode == 0 else None
+
+
 def _installed_version(package: str) -> str | None:
     try:
         return importlib.metadata.version(package)
@@ -46,11 +62,13 @@ def _installed_version(package: str) -> str | None:
 
 
 def versions(*packages: str) -> dict:
-    """Versions of the packages that shape a result, Python's and the git revision of the checkout; `packages` adds
-    more (None where not installed)."""
+    """Versions of the packages that shape a result, Python's, the git revision of the checkout and whether its code
+    differs from that revision (`git_dirty`); `packages` adds more (None where not installed). Plain strings and
+    booleans only, so that checkpoints can carry it. Runs call it when they start: the code that ran is the code of
+    the checkout then."""
     import ase, e3nn, lightning, torch, torch_geometric
-    out = {"anids": __version__, "torch": torch.__version__, "lightning": lightning.__version__, "e3nn": e3nn.__version__,
+    out = {"anids": __version__, "torch": str(torch.__version__), "lightning": lightning.__version__, "e3nn": e3nn.__version__,
            "ase": ase.__version__, "torch_geometric": torch_geometric.__version__, "python": platform.python_version(),
-           "git_revision": _git_revision()}
+           "git_revision": _git_revision(), "git_dirty": git_dirty()}
     out.update({p: _installed_version(p) for p in packages})
     return out

@@ -12,7 +12,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint, EMAWeightAveraging
 from torch.optim.swa_utils import AveragedModel
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
-from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, cache_covariances, cached_covariance, covariance_stats, FORCE_MODES
+from .model import AniDSModel, DenoisingConfig, build_model, save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS, cache_covariances, cached_covariance, covariance_stats, FORCE_MODES
 from .losses import LossWeights
 from .noise import NOISE_METHODS
 from .backbones import BACKBONES, backbone_class
@@ -468,7 +468,7 @@ def published_provenance(path) -> dict:
 def pretrained_elements(path) -> set[int]|None:
     """Atomic numbers the weights at `path` were pre-trained on, or None when nothing says: the provenance inside the
     checkpoint (its `elements`, else its data set's), else the one published beside it (`elements` or `data.elements`)."""
-    ckpt = torch.load(Path(path), map_location="cpu", weights_only=False)
+    ckpt = read_checkpoint(path)
     prov = (ckpt.get("extra") or {}).get("provenance") or {} if isinstance(ckpt, dict) else {}
     if prov.get("elements") is not None: return _atomic_numbers(prov["elements"])
     if prov.get("dataset") in DATASET_ELEMENTS: return set(DATASET_ELEMENTS[prov["dataset"]])
@@ -562,10 +562,7 @@ def _read_lightning_checkpoint(path):
     "The Lightning checkpoint at `path`, or one clear error (missing, truncated, not a training checkpoint)."
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no checkpoint to resume from at {path}")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
+    ckpt = read_checkpoint(path)   # weights-only: a file that would run code is refused here, before Lightning sees it
     if not isinstance(ckpt, dict) or "state_dict" not in ckpt or "optimizer_states" not in ckpt:
         raise ValueError(f"{path} is not a Lightning training checkpoint (use --pretrained for model weights)")
     return ckpt
@@ -769,7 +766,8 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
     try:
-        trainer.fit(module, ckpt_path=resume, **loaders)
+        with torch.serialization.safe_globals(SAFE_CHECKPOINT_GLOBALS):   # Lightning reads the checkpoint again
+            trainer.fit(module, ckpt_path=resume, weights_only=True, **loaders)
     except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
         msg = (f"training diverged after {trainer.global_step} steps (lr {config.lr}, generator_lr "
                f"{config.generator_lr or config.lr}): {e}. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")

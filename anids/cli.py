@@ -6,7 +6,7 @@ import argparse
 from dataclasses import fields
 from pathlib import Path
 import numpy as np
-from .train import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit
+from .train import TrainConfig, RECIPES, LEARNED_METHODS, make_config, make_out_dir, fit
 from . import data as D
 from .structures import validate_structures
 from .downloads import DatasetNotAvailableError
@@ -131,6 +131,7 @@ def run(argv: list[str]|None = None) -> dict:
         config = make_config(args.recipe, molecule=args.md17, **overrides)
         chosen_out = args.out is None
         if chosen_out: args.out = str(default_out(args.recipe, config.method, config.seed, args.resume))
+        elif Path(args.out).exists(): make_out_dir(args.out)   # an --out that is a file: one line before the data are read
         train, val, test, unit, extra = load_sets(args)
         # every set is checked before any training, so a bad element in --test does not surface after the run
         for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),

@@ -28,7 +28,7 @@ __all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_M
            'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
            'published_provenance', 'pretrained_elements', 'unseen_elements', 'has_trained_generator',
            'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes',
-           'prepare_training', 'fit']
+           'elements_missing_from_training', 'make_out_dir', 'prepare_training', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -64,7 +64,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     warmup_epochs: float = 10.0      # linear warm-up of the learning rate, in epochs
     min_lr_ratio: float = 0.01       # the schedule ends at lr * min_lr_ratio
     lr_schedule: str = "cosine"      # after the linear warm-up: cosine | linear decay to lr * min_lr_ratio
-    ema_decay: float = 0.999         # 0 disables EMA
+    ema_decay: float = 0.999         # EMA decay of the weights, warmed up as min(d, (1 + n) / (10 + n)); 0 disables EMA
     grad_clip: float = 0.0           # 0 disables clipping
     # run
     seed: int = 0                    # seed of weights, data order and noise
@@ -77,6 +77,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     check_val_every_n_epoch: int = 1 # validate every this many epochs
     checkpoint_every_n_steps: int = 0  # >0: also write checkpoints/last.ckpt every this many steps (long epochs)
     progress: bool = True            # progress bars
+    allow_unseen_elements: bool = False  # score val/test structures with elements no training structure has (a warning names them); default: an error
 
     def __post_init__(self):
         DenoisingConfig.__post_init__(self); LossWeights.__post_init__(self)
@@ -357,8 +358,11 @@ class _TrainableAveragedModel(AveragedModel):
                             list(model.parameters()) + list(model.buffers())):
                 a.detach().copy_(c.detach())
         elif averaged:
-            torch._foreach_lerp_(averaged, current, 1.0 - self.decay)
+            torch._foreach_lerp_(averaged, current, 1.0 - self.decay_at(int(self.n_averaged)))
         self.n_averaged += 1
+    def decay_at(self, n: int) -> float:
+        "The decay of update n (n = 0 copies): min(decay, (1 + n) / (10 + n)), so that a short run is no average of its start."
+        return min(self.decay, (1.0 + n) / (10.0 + n))
 
 class TrainableEMA(EMAWeightAveraging):
     "Lightning's EMA callback with `_TrainableAveragedModel`'s update (same weights, a fraction of the cost)."
@@ -369,6 +373,10 @@ class TrainableEMA(EMAWeightAveraging):
         if stage == "fit":
             self._average_model = _TrainableAveragedModel(pl_module, self.decay, device=self._device or pl_module.device,
                                                           use_buffers=self._use_buffers)
+    def on_fit_end(self, trainer, pl_module):
+        # a resumed run that had already finished trains no step, and Lightning then calls no on_train_end (where the
+        # average is put in): the module would hold the raw weights. Putting the average in again is a no-op otherwise.
+        if self._average_model is not None: self._copy_average_to_current(pl_module)
 
 
 # %% ../nbs/07_train.ipynb #bb81bc5d
@@ -657,6 +665,41 @@ def _quiet_lightning():
 DIVERGED_FILE = "diverged.json"
 "Written into a run's folder (instead of metrics.json) when its training diverges."
 
+def elements_missing_from_training(train_set, evaluated: dict, allow: bool = False) -> dict[str, list[str]]:
+    """For each named set of `evaluated` structures, the symbols of its elements that no structure of `train_set` has.
+    Such an element has no reference energy and an embedding that never trained: its errors look like any others but
+    mean nothing. An error naming them, unless `allow` (then a warning)."""
+    seen = {int(z) for s in train_set for z in torch.unique(s.z).tolist()}
+    found = {}
+    for name, structures in evaluated.items():
+        have = {int(z) for s in (structures or []) for z in torch.unique(s.z).tolist()}
+        if have - seen: found[name] = [ase.data.chemical_symbols[z] for z in sorted(have - seen)]
+    for name, symbols in found.items():
+        msg = (f"the {name} holds {', '.join(symbols)}, which no training structure has: "
+               f"{'that element has' if len(symbols) == 1 else 'those elements have'} no reference energy and an "
+               "untrained embedding, so the errors there mean nothing")
+        if not allow:
+            raise ValueError(msg + ". Add structures with it to the training set, or allow it with "
+                             "allow_unseen_elements=True (--allow-unseen-elements true)")
+        warnings.warn(msg + " (allowed by allow_unseen_elements)", stacklevel=3)
+    return found
+
+def make_out_dir(out_dir) -> Path:
+    "The run's folder `out_dir`, made if needed; a clear error where it is a file or lies under one."
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"{out_dir} is a file (or lies under one): the output must be a folder, for the checkpoints, "
+                         "logs, metrics.json and model.pt") from None
+    return out_dir
+
+def _set_names(extra: dict|None) -> tuple[str, str]:
+    "What the validation and test sets are called in messages: with their files where `anids-train` recorded them."
+    e = extra or {}
+    val = e.get("val_file") or (f"split off {e['train_file']}" if e.get("train_file") else None)
+    return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
+
 def prepare_training(train_set, config: TrainConfig,
                      pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
                     ) -> tuple["AniDSModule", TrainConfig, list, dict]:
@@ -727,18 +770,26 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
     if len(val_set) == 0: raise ValueError("the validation set is empty")
     # the code that runs is the code of the checkout when the run starts: a later commit must not be recorded as the run's
     run_versions = versions()
-    out_dir = Path(out_dir); out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = make_out_dir(out_dir)
     if config.threads > 0: torch.set_num_threads(config.threads)
     L.seed_everything(config.seed, workers=True, verbose=False)
     pre = config.scheme == "pretrain"
+    if not pre:   # before any training: elements the model cannot have learned would be scored without a word
+        val_name, test_name = _set_names(extra)
+        unseen = elements_missing_from_training(train_set, {val_name: val_set, test_name: test_set}, config.allow_unseen_elements)
+        if unseen: extra = {**(extra or {}), "unseen_elements": unseen}
     module, config, train_set, prep = prepare_training(train_set, config, pretrained)
     spec, pretrained = module.hparams.model_spec, prep.pop("pretrained")
     extra = {**(extra or {}), **prep}
     clock = TrainingClock()
-    extra_callbacks, callbacks = callbacks, [clock, ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="best", monitor="val/force_mae" if not pre else None,
-                                 mode="min", save_last=True)]
+    # checkpoints/last.ckpt after every epoch, overwritten: Lightning's own save_last copies a checkpoint only when the
+    # best one changes, so it would stop following the run once the validation error stops falling (a resumption
+    # would go back to the best epoch); best.ckpt at the lowest validation force error
+    ckpt_dir, extra_callbacks = out_dir / "checkpoints", callbacks
+    callbacks = [clock, ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False)]
+    if not pre: callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/force_mae", mode="min"))
     if config.checkpoint_every_n_steps > 0:  # long epochs: last.ckpt also every n steps, so --resume loses little
-        callbacks.append(ModelCheckpoint(dirpath=out_dir / "checkpoints", filename="step", save_last=True,
+        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
                                          every_n_train_steps=config.checkpoint_every_n_steps))
     if config.ema_decay > 0: callbacks.append(TrainableEMA(decay=config.ema_decay))
     if config.progress: callbacks.append(RunProgress(f"{config.method} {out_dir.name}"))

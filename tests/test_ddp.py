@@ -29,5 +29,6 @@ def test_two_process_ddp_ranks_agree(tmp_path):
     a, b = m["rank_parameter_checksums"]
     assert a == pytest.approx(b, rel=0, abs=1e-9), m["rank_parameter_checksums"]
     # 16 structures, batch 4, 2 ranks: 2 optimiser steps per epoch
-    ck = __import__("torch").load(tmp_path / "run" / "checkpoints" / "last.ckpt", weights_only=False)
+    from anids.model import read_checkpoint
+    ck = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
     assert ck["global_step"] == 2 * 2

@@ -16,9 +16,10 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
 
 # %% auto #0
 __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHECKPOINT_GLOBALS', 'DenoisingConfig', 'Prediction',
-           'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances', 'build_model', 'plain_data',
-           'save_model', 'read_checkpoint', 'load_model', 'atoms_batch', 'AniDSCalculator', 'force_smoothness',
-           'corruption_label_shift', 'PayloadCheckpoint']
+           'Corruption', 'DenoiserView', 'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances',
+           'build_model', 'plain_data', 'save_model', 'read_checkpoint', 'load_model', 'denoiser_view',
+           'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view', 'atoms_batch', 'AniDSCalculator',
+           'force_smoothness', 'corruption_label_shift', 'PayloadCheckpoint']
 
 # %% ../nbs/06_model.ipynb #49610377
 @dataclass
@@ -64,6 +65,34 @@ class Prediction:
 # %% ../nbs/06_model.ipynb #587b5f6a
 FORCE_MODES = ("conservative", "direct")
 "Forces as -dE/dx (conservative) or as the vector output (direct)."
+
+@dataclass
+class Corruption:
+    "The draws of Algorithm 2, lines 7-16, for one batch: which atoms moved (m_i), where to, and with what noise."
+    atoms: torch.Tensor                  # [N] bool: m_i
+    pos: torch.Tensor                    # [N, 3] p~_i (p_i where m_i = 0)
+    force_encoding: torch.Tensor|None    # [N, 3] f~_i = f_i m_i in the model's units (None: no encoding)
+    cov: Covariance|None                 # Sigma_i, Gamma_i (None: nothing moved, or a frozen psi's cache)
+    L: torch.Tensor|None                 # [N, 3, 3] L_i, the Cholesky factors of Sigma_i
+    eps: torch.Tensor|None               # [N, 3] eps_i ~ N(0, I)
+    @property
+    def any(self) -> bool: return bool(self.atoms.any())
+
+@dataclass
+class DenoiserView:
+    """What the denoiser is given and what it fits in one step: a batch, its positions and force encoding, the atoms
+    whose noise it predicts (with their L_i, eps_i), and the structures whose labels it fits (None: all of them)."""
+    data: object
+    pos: torch.Tensor
+    force_encoding: torch.Tensor|None
+    atoms: torch.Tensor
+    L: torch.Tensor|None
+    eps: torch.Tensor|None
+    supervised: torch.Tensor|None = None
+    @property
+    def num_graphs(self) -> int: return int(self.data.num_graphs)
+    @property
+    def n_supervised(self) -> int: return self.num_graphs if self.supervised is None else int(self.supervised.sum())
 
 class AniDSModel(nn.Module):
     "Noise generator psi + denoising auto-encoder phi with energy, force, stress and noise outputs."
@@ -189,113 +218,92 @@ class AniDSModel(nn.Module):
     def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
                stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        "One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms)."
-        B = int(data.num_graphs)
-        batch, pos = data.batch, data.pos
-        has_forces = getattr(data, "forces", None) is not None
-        noisy, fenc, cov, L, eps = pos, None, None, None, None
-        if self.method == "none" or cfg.p == 0:
-            atom_mask = torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device)
-        else:
-            _, atom_mask = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
-        corrupt = bool(atom_mask.any())
-        if corrupt:
-            cached = getattr(data, "noise_cache", None)
-            if cached is not None and not cfg.train_generator:
-                # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i
-                # alone, Sigma_i = L_i L_i^T is formed only if the statistics are asked for
-                L, cov = cached[:, :9].reshape(-1, 3, 3).to(pos.dtype), None
-            else:
-                # psi runs only on the structures that have corrupted atoms
-                corrupted_structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atom_mask], True)
-                with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
-                    cov = self.covariance_of_structures(data, corrupted_structures)
-                L = None
-            noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
-            m = atom_mask[:, None].to(pos.dtype)
-            noisy = pos + noise * m
-            if cfg.force_encoding and has_forces:
-                fenc = data.forces / self.force_scale * m
-        # which structures fit their labels: all (Algorithm 2), or with supervise_corrupted=False those without corrupted
-        # atoms only (moving an atom changes the energy, the stress and its neighbours' forces: the clean labels are then
-        # not those of the structure the model sees)
-        supervised = None
-        if corrupt and not cfg.supervise_corrupted:
-            supervised = torch.ones(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atom_mask], False)
-        n_supervised = B if supervised is None else int(supervised.sum())
-        # psi's terms (KL, Gamma, statistics) are those of the batch's own atoms, whatever the denoiser sees
-        gen_mask, gen_L, gen_batch, gen_B = atom_mask, L, batch, B
-        target_data = data
-        if corrupt and cfg.denoise_copy:
-            # the originals stay clean and fit every label; noisy copies of the corrupted structures are appended
-            target_data, noisy, fenc, atom_mask, L, eps = _with_noisy_copies(data, noisy, fenc, atom_mask, L, eps, supervised)
-            n_supervised, B, batch = gen_B, int(target_data.num_graphs), target_data.batch
-            supervised = torch.arange(B, device=pos.device) < gen_B   # the originals; never the copies
-        need_forces = has_forces and weights.lambda_force > 0 and n_supervised > 0
-        # conservative forces: only the corrupted atoms' vector output enters a loss (Eq. 9), so the vector head
-        # runs on those alone (none at all in a batch without corruption); direct forces need every atom's
-        vector_atoms = None if self.force_mode == "direct" else torch.nonzero(atom_mask).squeeze(1)
-        stress_weights = (weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
-        pred = self.predict(target_data, noisy, fenc, compute_forces=need_forces, create_graph=True, vector_atoms=vector_atoms,
-                            compute_stress=max(stress_weights) > 0 and getattr(data, "stress", None) is not None
-                                            and n_supervised > 0)
-        terms = {}
-        keep = slice(None) if supervised is None else supervised   # the structures whose labels are fitted
-        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None and n_supervised:
-            terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
-        if need_forces:
-            fitted = ~atom_mask if supervised is None else supervised[batch]
-            terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
-                                        cfg.force_loss, cfg.force_normalisation, self.force_scale)
-            # a mean over the supervised structures, as the energy's (force_loss divides by all B)
-            if supervised is not None: terms["force"] = terms["force"] * (B / n_supervised)
-        if pred.stress is not None and n_supervised:
-            target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
-            for name, w, fn in zip(("stress", "stress_iso", "stress_aniso"), stress_weights,
-                                   (stress_loss, stress_iso_loss, stress_aniso_loss)):
-                if w > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
-        if corrupt:
-            scale = 1.0
-            if cfg.target_scale == "prior": scale = self.generator.sigma
-            if cfg.target_scale == "per_structure": scale = authors_target_scale(L, batch, atom_mask, B)
-            terms["denoise"] = anids_loss(pred.vector, L, eps, atom_mask, batch, B, target_scale=scale,
-                                          reduction=cfg.denoise_reduction)
-            # the regularisers average like the denoising term: pooled over the batch's corrupted atoms or per structure
-            rb = None if cfg.denoise_reduction == "pooled_l2" else gen_batch
-            if cfg.train_generator and self.generator.learned:
-                terms["kl"] = kl_isotropic_prior(cov.matrix, cfg.sigma_p, gen_mask, rb, gen_B, L=gen_L)
-                if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
-                    terms["gamma"] = gamma_hinge(cov.gamma_sum, cfg.kappa, gen_mask, rb, gen_B)
-            if stats is not None and self.generator.learned:
-                if cov is None: cov = cached_covariance(data.noise_cache.to(pos.dtype))
-                stats.update(covariance_stats(cov, gen_L, gen_mask, cfg.sigma_p))
+        """One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms).
+        The comments give the lines of the paper's algorithm; `denoiser_view` is where a variant of `cfg` changes what
+        the denoiser sees (`supervise_corrupted=False`, `denoise_copy`), nothing else does."""
+        moved = self.corrupt(data, cfg, rng)                        # lines 7-16: m_i, Sigma_i, L_i, eps_i, p~_i, f~_i
+        view = denoiser_view(data, moved, cfg)                      # the corrupted batch (or a named variant's)
+        labelled = lambda key: getattr(data, key, None) is not None and view.n_supervised > 0
+        stress_weight = max(weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
+        pred = self.predict(view.data, view.pos, view.force_encoding, create_graph=True,    # line 20: E^, F^, eps^
+                            compute_forces=labelled("forces") and weights.lambda_force > 0,
+                            compute_stress=labelled("stress") and stress_weight > 0,
+                            # conservative forces: only the moved atoms' vector output enters a loss (Eq. 9)
+                            vector_atoms=None if self.force_mode == "direct" else torch.nonzero(view.atoms).squeeze(1))
+        terms = self.supervised_terms(pred, data, view, cfg, weights)      # lines 21, 23: L_E, L_F (and stress)
+        if moved.any:
+            terms["denoise"] = self.denoising_term(pred, view, cfg)          # line 22: L_AniDS, Eq. 9
+            terms.update(self.generator_terms(data, moved, cfg, weights, stats))   # lines 14-15, 24: KL, Gamma
         if not terms:
             raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
-        return total_loss(terms, weights), terms
+        return total_loss(terms, weights), terms                             # lines 25, 31: the weighted sum
+
+    def corrupt(self, data, cfg: DenoisingConfig, rng: torch.Generator|None = None) -> Corruption:
+        """Algorithm 2, lines 7-16: which structures (u < p) and atoms (q_i < r) move; Sigma_i from psi, run on the
+        structures with moved atoms only (a frozen psi's L_i from its cache); p~_i = p_i + L_i eps_i; f~_i = f_i m_i."""
+        B, batch, pos = int(data.num_graphs), data.batch, data.pos
+        if self.method == "none" or cfg.p == 0:
+            atoms = torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device)
+        else:
+            _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
+        if not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
+        cached = getattr(data, "noise_cache", None)
+        if cached is not None and not cfg.train_generator:
+            # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i alone
+            cov, L = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype)
+        else:
+            structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
+            with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
+                cov, L = self.covariance_of_structures(data, structures), None
+        noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
+        m = atoms[:, None].to(pos.dtype)
+        fenc = data.forces / self.force_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
+        return Corruption(atoms, pos + noise * m, fenc, cov, L, eps)
+
+    def supervised_terms(self, pred: Prediction, data, view: DenoiserView, cfg: DenoisingConfig, weights: LossWeights) -> dict:
+        """Algorithm 2, lines 21 and 23: L_E and L_F against the clean labels (and the stress terms of App. C) over the
+        structures the view supervises, L_F on the atoms that did not move; means over the supervised structures."""
+        B, batch, n = view.num_graphs, view.data.batch, view.n_supervised
+        keep = slice(None) if view.supervised is None else view.supervised
+        terms = {}
+        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None and n:
+            terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
+        if pred.forces is not None:
+            fitted = ~view.atoms if view.supervised is None else view.supervised[batch]
+            terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
+                                        cfg.force_loss, cfg.force_normalisation, self.force_scale) * (B / n)
+        if pred.stress is not None:
+            target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
+            for name, fn in (("stress", stress_loss), ("stress_iso", stress_iso_loss), ("stress_aniso", stress_aniso_loss)):
+                if getattr(weights, f"lambda_{name}") > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
+        return terms
+
+    def denoising_term(self, pred: Prediction, view: DenoiserView, cfg: DenoisingConfig) -> torch.Tensor:
+        "Algorithm 2, line 22 (Eq. 9): ||L_i^{-T} eps_i - eps^_i||^2 over the moved atoms, in the target scale of `cfg`."
+        batch, B = view.data.batch, view.num_graphs
+        scale = 1.0
+        if cfg.target_scale == "prior": scale = self.generator.sigma
+        if cfg.target_scale == "per_structure": scale = authors_target_scale(view.L, batch, view.atoms, B)
+        return anids_loss(pred.vector, view.L, view.eps, view.atoms, batch, B, target_scale=scale, reduction=cfg.denoise_reduction)
+
+    def generator_terms(self, data, moved: Corruption, cfg: DenoisingConfig, weights: LossWeights, stats: dict|None = None) -> dict:
+        """Algorithm 2, lines 14-15 and 24: KL(sigma_p I || Sigma_i) (Eq. 10) and the Gamma hinge (Eq. 11) over the batch's
+        own moved atoms, averaged like the denoising term; only while psi trains. Fills `stats` when given."""
+        terms, B = {}, int(data.num_graphs)
+        by = None if cfg.denoise_reduction == "pooled_l2" else data.batch   # pooled over the batch, or per structure
+        if cfg.train_generator and self.generator.learned:
+            terms["kl"] = kl_isotropic_prior(moved.cov.matrix, cfg.sigma_p, moved.atoms, by, B, L=moved.L)
+            if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
+                terms["gamma"] = gamma_hinge(moved.cov.gamma_sum, cfg.kappa, moved.atoms, by, B)
+        if stats is not None and self.generator.learned:
+            cov = moved.cov if moved.cov is not None else cached_covariance(data.noise_cache.to(data.pos.dtype))
+            stats.update(covariance_stats(cov, moved.L, moved.atoms, cfg.sigma_p))
+        return terms
 
     def kl_warmup_loss(self, data, cfg: DenoisingConfig) -> torch.Tensor:
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
         return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
-
-def _with_noisy_copies(data, noisy, fenc, atom_mask, L, eps, supervised):
-    """The batch `data` with copies of its corrupted structures (those not `supervised`) appended: positions, force
-    encoding and corruption masks become clean for the originals and noisy for the copies; L and eps follow the
-    copies' atoms (the originals' rows are kept but unused). Returns (batch, positions, encoding, mask, L, eps)."""
-    from types import SimpleNamespace
-    B, batch, pos = int(data.num_graphs), data.batch, data.pos
-    copied = ~supervised                                    # [B] structures that get a noisy copy
-    atoms = copied[batch]                                   # [N] their atoms, in order
-    new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
-    new_id[copied] = B + torch.arange(int(copied.sum()), device=pos.device)
-    cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
-    out = SimpleNamespace(z=torch.cat([data.z, data.z[atoms]]), batch=torch.cat([batch, new_id[batch[atoms]]]),
-                          num_graphs=B + int(copied.sum()), pos=torch.cat([pos, noisy[atoms]]),
-                          cell=None if cell is None else torch.cat([cell.reshape(B, 3, 3), cell.reshape(B, 3, 3)[copied]]),
-                          pbc=None if pbc is None else torch.cat([pbc.reshape(B, 3), pbc.reshape(B, 3)[copied]]))
-    enc = None if fenc is None else torch.cat([torch.zeros_like(fenc), fenc[atoms]])
-    mask = torch.cat([torch.zeros_like(atom_mask), atom_mask[atoms]])
-    return out, torch.cat([pos, noisy[atoms]]), enc, mask, torch.cat([L, L[atoms]]), torch.cat([eps, eps[atoms]])
 
 def _labels(values: torch.Tensor, n: int) -> torch.Tensor:
     "Labels of the originals, padded with zeros to `n` rows for appended copies (which are never fitted to labels)."
@@ -476,6 +484,47 @@ def load_model(path, map_location="cpu") -> AniDSModel:
     except RuntimeError as e:
         raise ValueError(f"{path}: weights do not match the recorded architecture: {e}") from None
     return model
+
+# %% ../nbs/06_model.ipynb #d9b2c7a4
+def denoiser_view(data, moved: Corruption, cfg: DenoisingConfig) -> DenoiserView:
+    "Algorithm 2's view of a corrupted batch (`algorithm2_view`), or that of the variant `cfg` names."
+    if not moved.any: return algorithm2_view(data, moved)
+    if cfg.denoise_copy: return noisy_copy_view(data, moved)
+    return algorithm2_view(data, moved) if cfg.supervise_corrupted else unmoved_supervised_view(data, moved)
+
+def algorithm2_view(data, moved: Corruption) -> DenoiserView:
+    "Algorithm 2 as printed: the corrupted batch, every structure fitting its clean labels (line 21)."
+    return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps)
+
+def _structures_with_moved_atoms(data, moved: Corruption) -> torch.Tensor:
+    return torch.zeros(int(data.num_graphs), dtype=torch.bool, device=data.pos.device).index_fill(0, data.batch[moved.atoms], True)
+
+def unmoved_supervised_view(data, moved: Corruption) -> DenoiserView:
+    """Variant `supervise_corrupted=False`: only the structures without moved atoms fit their labels; the corrupted
+    ones train the denoising terms alone. Moving an atom changes the energy, the stress and its neighbours' forces, so
+    the clean labels are not those of the structure the model sees."""
+    return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps,
+                        supervised=~_structures_with_moved_atoms(data, moved))
+
+def noisy_copy_view(data, moved: Corruption) -> DenoiserView:
+    """Variant `denoise_copy`: the originals stay clean and fit every label; noisy copies of the structures with moved
+    atoms are appended and train the denoising terms alone. L_i and eps_i follow the copies' atoms."""
+    from types import SimpleNamespace
+    B, batch, pos = int(data.num_graphs), data.batch, data.pos
+    copied = _structures_with_moved_atoms(data, moved)     # [B] structures that get a noisy copy
+    atoms = copied[batch]                                   # [N] their atoms, in order
+    new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
+    new_id[copied] = B + torch.arange(int(copied.sum()), device=pos.device)
+    cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
+    both = SimpleNamespace(z=torch.cat([data.z, data.z[atoms]]), batch=torch.cat([batch, new_id[batch[atoms]]]),
+                           num_graphs=B + int(copied.sum()), pos=torch.cat([pos, moved.pos[atoms]]),
+                           cell=None if cell is None else torch.cat([cell.reshape(B, 3, 3), cell.reshape(B, 3, 3)[copied]]),
+                           pbc=None if pbc is None else torch.cat([pbc.reshape(B, 3), pbc.reshape(B, 3)[copied]]))
+    fenc = moved.force_encoding
+    enc = None if fenc is None else torch.cat([torch.zeros_like(fenc), fenc[atoms]])
+    mask = torch.cat([torch.zeros_like(moved.atoms), moved.atoms[atoms]])
+    return DenoiserView(both, both.pos, enc, mask, torch.cat([moved.L, moved.L[atoms]]), torch.cat([moved.eps, moved.eps[atoms]]),
+                        supervised=torch.arange(both.num_graphs, device=pos.device) < B)
 
 # %% ../nbs/06_model.ipynb #602e7bcf
 def atoms_batch(atoms_list, dtype=torch.float32):

@@ -557,7 +557,7 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
 
 def _spikes(m: dict) -> dict:
     "A run's count of rare, huge training losses (anids.train.loss_spikes), for its Table 3 record; runs before it had none."
-    return {"loss_spikes": m["loss_spikes"]["count"]} if "loss_spikes" in m else {}
+    return {"loss_spikes": m["loss_spikes"]["count"]} if m.get("loss_spikes") is not None else {}
 
 def _ablation_worker(args):
     torch.set_num_threads(args[1].get("threads", 1))

@@ -28,7 +28,8 @@ __all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_M
            'TrainableEMA', 'evaluate', 'in_units', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
            'published_provenance', 'pretrained_elements', 'unseen_elements', 'has_trained_generator',
            'generator_scheme', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes',
-           'elements_missing_from_training', 'make_out_dir', 'prepare_training', 'fit']
+           'elements_missing_from_training', 'make_out_dir', 'prepare_training', 'run_callbacks', 'make_trainer',
+           'train_loop', 'score', 'fit']
 
 # %% ../nbs/07_train.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -757,63 +758,47 @@ def _mark_diverged(out_dir: Path, msg: str, steps: int, config: TrainConfig) -> 
     "The marker a diverged run leaves next to its checkpoints (read by whoever collects runs, e.g. the crystal tables)."
     (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": steps, "config": asdict(config)}, indent=1, default=str))
 
-def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
-        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
-        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
-        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
-        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
-        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
-       ) -> dict:
-    "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
-    t0 = time.time()
-    if len(train_set) == 0: raise ValueError("the training set is empty")
-    if len(val_set) == 0: raise ValueError("the validation set is empty")
-    # the code that runs is the code of the checkout when the run starts: a later commit must not be recorded as the run's
-    run_versions = versions()
-    out_dir = make_out_dir(out_dir)
-    if config.threads > 0: torch.set_num_threads(config.threads)
-    L.seed_everything(config.seed, workers=True, verbose=False)
-    pre = config.scheme == "pretrain"
-    if not pre:   # before any training: elements the model cannot have learned would be scored without a word
-        val_name, test_name = _set_names(extra)
-        unseen = elements_missing_from_training(train_set, {val_name: val_set, test_name: test_set}, config.allow_unseen_elements)
-        if unseen: extra = {**(extra or {}), "unseen_elements": unseen}
-    module, config, train_set, prep = prepare_training(train_set, config, pretrained)
-    spec, pretrained = module.hparams.model_spec, prep.pop("pretrained")
-    extra = {**(extra or {}), **prep}
-    clock = TrainingClock()
-    # checkpoints/last.ckpt after every epoch, overwritten: Lightning's own save_last copies a checkpoint only when the
-    # best one changes, so it would stop following the run once the validation error stops falling (a resumption
-    # would go back to the best epoch); best.ckpt at the lowest validation force error
-    ckpt_dir, extra_callbacks = out_dir / "checkpoints", callbacks
-    callbacks = [clock, ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False)]
-    if not pre: callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/force_mae", mode="min"))
+def run_callbacks(config: TrainConfig, out_dir: Path, clock: TrainingClock, more: list|None = None) -> list:
+    """The callbacks of a run: its clock, checkpoints, the weight average and the progress bar, then `more`.
+    checkpoints/last.ckpt is written after every epoch, overwritten: Lightning's own save_last copies a checkpoint only
+    when the best one changes, so it would stop following the run once the validation error stops falling (a
+    resumption would go back to the best epoch). best.ckpt is at the lowest validation force error."""
+    ckpt_dir = out_dir / "checkpoints"
+    last = lambda **kw: ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False, **kw)
+    callbacks = [clock, last()]
+    if config.scheme != "pretrain": callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/force_mae", mode="min"))
     if config.checkpoint_every_n_steps > 0:  # long epochs: last.ckpt also every n steps, so --resume loses little
-        callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False,
-                                         every_n_train_steps=config.checkpoint_every_n_steps))
+        callbacks.append(last(every_n_train_steps=config.checkpoint_every_n_steps))
     if config.ema_decay > 0: callbacks.append(TrainableEMA(decay=config.ema_decay))
     if config.progress: callbacks.append(RunProgress(f"{config.method} {out_dir.name}"))
-    callbacks += list(extra_callbacks or [])
+    return callbacks + list(more or [])
+
+def make_trainer(config: TrainConfig, out_dir: Path, module: AniDSModule, callbacks: list, log_version: int|None) -> L.Trainer:
+    "The Lightning trainer of a run: its length, devices, clipping, logging into out_dir/logs (the same version on resume)."
+    _quiet_lightning()
     # Algorithm 2 leaves parts of the model unused in some steps (the noise head and psi when no structure of
     # the batch is corrupted), which DDP must be told about.
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy
-    if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
-    resumed_from = None
-    if resume is not None:   # a clear error before anything starts; the metrics say where the run was taken up
-        ck = _read_lightning_checkpoint(resume)
-        resumed_from = {"checkpoint": str(resume), "epoch": int(ck["epoch"]), "global_step": int(ck["global_step"])}
-    log_version = _log_version(out_dir, resume)
-    _quiet_lightning()
-    trainer = L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
-                        accelerator=config.accelerator, devices=config.devices,
-                        num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks,
-                        logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
-                        gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
-                        check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
-                        log_every_n_steps=max(1, min(50, module.steps_per_epoch, module.total_steps)))
+    return L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
+                     accelerator=config.accelerator, devices=config.devices,
+                     num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks,
+                     logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
+                     gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
+                     check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
+                     log_every_n_steps=max(1, min(50, module.steps_per_epoch, module.total_steps)))
+
+def _resumed_from(resume) -> dict|None:
+    "Where a resumed run is taken up (a clear error for a bad checkpoint, before anything starts)."
+    if resume is None: return None
+    ck = _read_lightning_checkpoint(resume)
+    return {"checkpoint": str(resume), "epoch": int(ck["epoch"]), "global_step": int(ck["global_step"])}
+
+def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, config: TrainConfig, out_dir: Path,
+               resume=None, log_version: int|None = None) -> None:
+    """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
+    marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
     loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
                    val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
-    # the rows logged before a resumption, kept on disk until fit has ended (normally or not) and they are back in the log
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
     try:
@@ -828,49 +813,83 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         if backup is not None and backup.is_file():
             _merge_resumed_log(log, backup.read_text())
             backup.unlink()
-    train_time = clock.total()   # includes the time before a resumption
-    model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
-    # Lightning's teardown has moved the model to the CPU: evaluate it where it trained (a GPU run's validation and
-    # test sets would otherwise run on the CPU), then save it from the CPU
-    eval_device = trainer.strategy.root_device
-    if eval_device.type != "cpu": model.to(eval_device)
-    # every rank must hold the same weights: a cheap cross-rank check, stored with the metrics
+
+def _record_loss_spikes(trainer: L.Trainer, config: TrainConfig) -> dict|None:
+    "Windows with a rare, huge loss (a bad noise draw; see loss_spikes), with a warning: none in a healthy run."
+    run_log = Path(trainer.logger.log_dir) / "metrics.csv"
+    if not run_log.is_file(): return None
+    spikes = loss_spikes(run_log)
+    out = {"factor": 100.0, "count": len(spikes), "largest": sorted(spikes, key=lambda d: -d["ratio"])[:5]}
+    if spikes and trainer.is_global_zero:
+        worst = out["largest"][0]
+        warnings.warn(f"{len(spikes)} training window(s) held a loss over 100 x the typical one (the largest "
+                      f"{worst['loss_max']:.3g} against {worst['typical']:.3g}, in the window that ends at step {worst['step']}): a noise draw "
+                      "that pushed atoms together, or a bad label. "
+                      + ("Gradient clipping (grad_clip) limits what one such batch does to the weights."
+                         if not config.grad_clip else f"Gradients were clipped at norm {config.grad_clip}.")
+                      + " anids.train.loss_spikes(run_dir) lists them", stacklevel=3)
+    return out
+
+def score(model: AniDSModel, val_set, test_set, config: TrainConfig, energy_unit: str, trainer: L.Trainer, out_dir: Path) -> dict:
+    """The trained model's errors on the validation and test sets, without noise; a model that predicts non-finite
+    numbers is a diverged run (a marker beside its checkpoints, and an error)."""
+    out = {"val": in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)}
+    if not all(math.isfinite(out["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):
+        msg = (f"training diverged: the model predicts non-finite energies or forces after {trainer.global_step} steps "
+               f"(lr {config.lr}); lower the learning rate or set grad_clip. The last checkpoint is in "
+               f"{out_dir / 'checkpoints'}; no metrics.json written")
+        # a marker next to the checkpoints, so that whoever collects runs later (the crystal tables) can tell a
+        # diverged run from one that has not finished
+        if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
+        raise FloatingPointError(msg)
+    if test_set is not None and len(test_set):
+        out["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)
+    return out
+
+def _parameter_checksums(model: AniDSModel, trainer: L.Trainer) -> list[float]:
+    "Every rank must hold the same weights: a cheap cross-rank check, stored with the metrics."
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
-    all_checksums = trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()
-    metrics = {"config": asdict(config), "model_spec": spec, "pretrained": str(pretrained) if pretrained else None, "units": {"energy": "eV", "forces": "eV/A", "reported_in": energy_unit},
+    return trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()
+
+def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
+        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
+        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
+        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
+        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
+        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
+       ) -> dict:
+    "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
+    t0, run_versions = time.time(), versions()   # the code of the checkout when the run starts is the code that ran
+    if len(train_set) == 0: raise ValueError("the training set is empty")
+    if len(val_set) == 0: raise ValueError("the validation set is empty")
+    out_dir, pre = make_out_dir(out_dir), config.scheme == "pretrain"
+    if config.threads > 0: torch.set_num_threads(config.threads)
+    L.seed_everything(config.seed, workers=True, verbose=False)
+    if not pre:   # before any training: elements the model cannot have learned would be scored without a word
+        unseen = elements_missing_from_training(train_set, dict(zip(_set_names(extra), (val_set, test_set))),
+                                                config.allow_unseen_elements)
+        if unseen: extra = {**(extra or {}), "unseen_elements": unseen}
+    module, config, train_set, prep = prepare_training(train_set, config, pretrained)
+    pretrained, extra = prep.pop("pretrained"), {**(extra or {}), **prep}
+    if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
+    resumed_from, log_version, clock = _resumed_from(resume), _log_version(out_dir, resume), TrainingClock()
+    trainer = make_trainer(config, out_dir, module, run_callbacks(config, out_dir, clock, callbacks), log_version)
+    train_loop(trainer, module, train_set, val_set, config, out_dir, resume, log_version)
+    model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
+    # Lightning's teardown has moved the model to the CPU: evaluate it where it trained, then save it from the CPU
+    model.to(trainer.strategy.root_device)
+    metrics = {"config": asdict(config), "model_spec": module.hparams.model_spec, "pretrained": str(pretrained) if pretrained else None,
+               "units": {"energy": "eV", "forces": "eV/A", "reported_in": energy_unit},
                "sizes": {"train": len(train_set), "val": len(val_set), "test": len(test_set) if test_set is not None else 0},
                "n_parameters": sum(p.numel() for p in model.parameters()),
                "n_parameters_denoiser": sum(p.numel() for p in model.denoiser.parameters()),
-               "wall_time_s": None, "train_time_s": train_time, "epoch_times_s": list(clock.epoch_times),
-               "world_size": trainer.world_size,
-               "rank_parameter_checksums": all_checksums, "versions": run_versions, "extra": extra or {},
+               "wall_time_s": None, "train_time_s": clock.total(), "epoch_times_s": list(clock.epoch_times),
+               "world_size": trainer.world_size, "rank_parameter_checksums": _parameter_checksums(model, trainer),
+               "versions": run_versions, "extra": extra,
                # the last resumption (Lightning's 0-based epoch of the checkpoint): such a run is not bit-identical to an
                # uninterrupted one, since the checkpoint restores the training state but not the random streams
-               "resumed_from": resumed_from}
-    run_log = Path(trainer.logger.log_dir) / "metrics.csv"
-    if run_log.is_file():   # windows with a rare, huge loss (a bad noise draw; see loss_spikes): none in a healthy run
-        spikes = loss_spikes(run_log)
-        metrics["loss_spikes"] = {"factor": 100.0, "count": len(spikes), "largest": sorted(spikes, key=lambda d: -d["ratio"])[:5]}
-        if spikes and trainer.is_global_zero:
-            worst = metrics["loss_spikes"]["largest"][0]
-            warnings.warn(f"{len(spikes)} training window(s) held a loss over 100 x the typical one (the largest "
-                          f"{worst['loss_max']:.3g} against {worst['typical']:.3g}, in the window that ends at step {worst['step']}): a noise draw "
-                          "that pushed atoms together, or a bad label. "
-                          + ("Gradient clipping (grad_clip) limits what one such batch does to the weights."
-                             if not config.grad_clip else f"Gradients were clipped at norm {config.grad_clip}.")
-                          + " anids.train.loss_spikes(run_dir) lists them", stacklevel=2)
-    if not pre:
-        metrics["val"] = in_units(evaluate(model, val_set, config.eval_batch_size), energy_unit)
-        if not all(math.isfinite(metrics["val"][k]) for k in ("energy_mae_eV", "force_mae_eV_A")):
-            msg = (f"training diverged: the model predicts non-finite energies or forces after {trainer.global_step} steps "
-                   f"(lr {config.lr}); lower the learning rate or set grad_clip. The last checkpoint is in "
-                   f"{out_dir / 'checkpoints'}; no metrics.json written")
-            # a marker next to the checkpoints, so that whoever collects runs later (the crystal tables) can tell a
-            # diverged run from one that has not finished
-            if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
-            raise FloatingPointError(msg)
-        if test_set is not None and len(test_set):
-            metrics["test"] = in_units(evaluate(model, test_set, config.eval_batch_size), energy_unit)
+               "resumed_from": resumed_from, "loss_spikes": _record_loss_spikes(trainer, config)}
+    if not pre: metrics.update(score(model, val_set, test_set, config, energy_unit, trainer, out_dir))
     metrics["wall_time_s"] = time.time() - t0
     model.cpu()
     if trainer.is_global_zero:

@@ -116,16 +116,18 @@ def run_md17(molecule: str = "aspirin",
             "pretrained": r["pretrained"], "test": metrics["test"], "val": metrics["val"],
             "force_mae_kcal_mol_A": metrics["test"]["force_mae_kcal/mol/A"],
             "n_parameters": metrics["n_parameters"], "run_dir": str(out_dir),
+            "versions": metrics["versions"],   # taken when the run started: revision and dirty flag of the code that ran
             "timings_s": {"pretrain": pre_metrics["train_time_s"] if pre_metrics else 0.0,
                           "finetune": metrics["train_time_s"], "total": time.time() - t0},
             "units": {"force_mae": "kcal/mol/A (also meV/A in 'test')", "energy_mae": "kcal/mol"}}
 
 def write_results(results: dict, name: str|None = None, results_dir: str|Path = "results") -> Path:
-    "Write `results/<name>.json` with the package versions and git revision added."
+    """Write `results/<name>.json` with the package versions, git revision and dirty flag: those `results` carries (taken
+    when its run started), else the current ones."""
     name = name or results["name"]
     path = Path(results_dir) / f"{name}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**results, "versions": versions()}, indent=2, default=str))
+    path.write_text(json.dumps({**results, "versions": results.get("versions") or versions()}, indent=2, default=str))
     return path
 
 def learning_curves(run_dir, ax=None, unit_factor: float = 1.0, label: str|None = None):
@@ -593,12 +595,12 @@ def ablation_rows(rows=None) -> list[str]:
 def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int = 15, workers: int = 1,
                  results_path=None, **kw) -> list[dict]:
     "Every row (`ablation_rows`) x seed of Table 3 (in `workers` processes); results written to `results_path` as they finish."
-    rows = ablation_rows(rows)
+    rows, started = ablation_rows(rows), versions()   # the code when the call starts (each run records its own too)
     jobs = [((row, seed, str(train_file), str(test_file), epochs), kw) for seed in seeds for row in rows]
     def _save(out):
         if results_path is not None:
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(results_path).write_text(json.dumps({"runs": out, "versions": versions()}, indent=1, default=str))
+            Path(results_path).write_text(json.dumps({"runs": out, "versions": started}, indent=1, default=str))
     return run_jobs(_ablation_worker, jobs, workers, _save)
 
 # settings of a run that say how it ran, not what it trained: never compared with the row's
@@ -701,10 +703,11 @@ def run_ablation_c(train_file, test_file, checkpoint_root, variants=None, seeds=
     have = {(r["row"], r["seed"]) for r in done}
     jobs = [(("anids", seed, str(train_file), str(test_file), epochs), {**kw, "checkpoint_dir": str(Path(checkpoint_root) / v), "label": v})
             for seed in seeds for v in variants if (v, seed) not in have]
+    started = versions()   # the code when the call starts (each run records its own too)
     def _save(out):
         if results_path is not None:
             Path(results_path).parent.mkdir(parents=True, exist_ok=True)
-            Path(results_path).write_text(json.dumps({"runs_c": done + out, "versions": versions()}, indent=1, default=str))
+            Path(results_path).write_text(json.dumps({"runs_c": done + out, "versions": started}, indent=1, default=str))
     return done + run_jobs(_ablation_c_worker, jobs, workers, _save), pre
 
 def seed_table(values: dict, refs=("none",)) -> list[dict]:

@@ -181,10 +181,11 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
     toc = lambda caption, entries: ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *entries, "```"]
     text = text.rstrip("\n") + "\n" + "\n".join(
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
-        + toc("Results", ["RESULTS"]) + toc("API", ["api/index"])) + "\n"
+        + toc("Results", ["RESULTS", "CHANGELOG"]) + toc("API", ["api/index"])) + "\n"
     write_if_changed(dest / "index.md", text)
     results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md", "](index.md")
     write_if_changed(dest / "RESULTS.md", results)
+    write_if_changed(dest / "CHANGELOG.md", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"))
     return stage_figures(dest, text + results)
 
 
@@ -217,7 +218,7 @@ def stage(dest: Path) -> None:
     stage_api(dest, modules, nb_of)
     figures = stage_index(dest, lib, [n for n in names if n not in lib], set(names), set(modules))
     # sources of an earlier build that are gone now (a renamed notebook or module)
-    keep = {dest / "index.md", dest / "RESULTS.md", dest / "api" / "index.md"} | {dest / "nbs" / p.name for p in nbs} \
+    keep = {dest / "index.md", dest / "RESULTS.md", dest / "CHANGELOG.md", dest / "api" / "index.md"} | {dest / "nbs" / p.name for p in nbs} \
         | {dest / "api" / f"{m}.rst" for m in modules} | figures
     for f in list(dest.rglob("*")):
         if f.is_file() and f not in keep: f.unlink()

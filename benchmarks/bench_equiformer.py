@@ -1,4 +1,4 @@
-"""Speed benchmark of the Equiformer backbone (anids.equiformer) in a conservative-force training step.
+"""Speed benchmark of the Equiformer backbone (anids.nn.equiformer) in a conservative-force training step.
 
 One step = forward (radius graph, energies, forces = -dE/dx with create_graph=True) + backward of
 L = MAE(E) + 80 * L2MAE(F) (the MD17 weights), float32, torch.set_num_threads(2), on a batch of 8 aspirin
@@ -45,8 +45,8 @@ if args.omp_wait_policy != "default":
     os.environ["OMP_WAIT_POLICY"] = args.omp_wait_policy
 import torch                            # noqa: E402  (after the OpenMP setting)
 from torch_geometric.utils import scatter             # noqa: E402
-from anids.backbones import build, count_parameters   # noqa: E402
-from anids.graphs import radius_graph   # noqa: E402
+from anids.nn.backbones import build, count_parameters   # noqa: E402
+from anids.nn.graphs import radius_graph   # noqa: E402
 from molecule_batch import molecule_batch   # noqa: E402  (benchmarks/molecule_batch.py)
 from _env import environment, load_warning   # noqa: E402  (benchmarks/_env.py)
 

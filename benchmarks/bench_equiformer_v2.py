@@ -2,7 +2,7 @@
 
 A batch of 8 aspirin molecules (21 atoms each: RDKit from SMILES, hydrogens added, embedded with randomSeed=0, 8 copies
 rattled by 0.05 A), cutoff 5 A, at most 50 neighbours, float32, `torch.set_num_threads(2)`; the `bench` preset of
-`anids.equiformer_v2` (the authors' EquiformerV2 class defaults with L_max 2, M_max 2, 4 blocks, 64 channels).
+`anids.nn.equiformer_v2` (the authors' EquiformerV2 class defaults with L_max 2, M_max 2, 4 blocks, 64 channels).
 One step = forward (energy and direct forces, the vector head) + energy MAE + force L2-MAE + backward.
 Reports the median over `--steps` timed steps after 2 warm-up steps, with the forward / backward split, repeats that
 `--repeats` times and keeps the best median (the machine may be shared), and writes results/bench_equiformer_v2.json.
@@ -32,9 +32,9 @@ import torch         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from anids.backbones import build, count_parameters          # noqa: E402
-from anids.equiformer_v2 import PRESETS, EquiformerV2         # noqa: E402
-from anids.graphs import radius_graph, edge_vectors           # noqa: E402
+from anids.nn.backbones import build, count_parameters          # noqa: E402
+from anids.nn.equiformer_v2 import PRESETS, EquiformerV2         # noqa: E402
+from anids.nn.graphs import radius_graph, edge_vectors           # noqa: E402
 from torch_geometric.utils import scatter                     # noqa: E402
 from molecule_batch import molecule_batch                     # noqa: E402  (benchmarks/molecule_batch.py)
 from _env import environment, load_warning                    # noqa: E402  (benchmarks/_env.py)
@@ -47,7 +47,7 @@ def loss_fn(energy, forces, e_ref, f_ref):
 
 
 class Ours:
-    name = "anids.equiformer_v2"
+    name = "anids.nn.equiformer_v2"
     def __init__(self, z, pos, batch, graph):
         torch.manual_seed(0)
         self.model = build("equiformer_v2", "bench").train()

@@ -34,10 +34,10 @@ import torch         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from anids.backbones import build, count_parameters, PRESETS   # noqa: E402
-from anids.model import build_model, DenoisingConfig          # noqa: E402
-from anids.losses import LossWeights                          # noqa: E402
-from anids.structures import atoms_to_data                    # noqa: E402
+from anids.nn.backbones import build, count_parameters, PRESETS   # noqa: E402
+from anids.method.model import build_model, DenoisingConfig          # noqa: E402
+from anids.method.losses import LossWeights                          # noqa: E402
+from anids.data.structures import atoms_to_data                    # noqa: E402
 from torch_geometric.data import Batch                        # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment, load_warning                    # noqa: E402  (benchmarks/_env.py)
@@ -109,7 +109,7 @@ def main(argv=None):
     models = {name: make_model(r["method"]) for name, r in RECIPES.items()}
     whole = count_parameters(models["anids"])
     print(f"AniDS model (mptrj denoiser + mptrj_generator): {whole:,d} parameters")
-    from anids.graphs import radius_graph
+    from anids.nn.graphs import radius_graph
     g = radius_graph(data.pos, 5.0, data.batch, data.cell, data.pbc)
     print(f"{a.batch} structures x {data.num_nodes // a.batch} atoms, {g.num_edges} edges within 5 A, "
           f"{torch.get_num_threads()} thread(s), torch {torch.__version__}")

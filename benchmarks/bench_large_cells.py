@@ -22,12 +22,12 @@ Tasks:
 * `predict`: `model.predict(data, compute_stress=True)` (the neighbour list, energy, forces and stress);
 * `both`: the two in one process (Sigma_i first, then energy, forces, stress): the peak of a whole prediction.
 
-Paths: `chunked` is the default (`anids.graphs.DEFAULT_EDGE_CHUNK_SIZE` edges per chunk in eval mode);
+Paths: `chunked` is the default (`anids.nn.graphs.DEFAULT_EDGE_CHUNK_SIZE` edges per chunk in eval mode);
 `unchunked` is `model.set_edge_chunk_size(None)`, the code before chunking. The unchunked path runs only up to
 `--max-unchunked` atoms (it needs about 5 GB at 10^4 atoms); a chunked size is skipped when a linear fit of the
 peaks of the previous sizes predicts more than `--max-rss-gb`. Where both paths ran, their energies, forces, stresses and
 Sigma_i are compared (float32, so agreement to rounding, not to 1e-10; the float64 identity is a test in
-nbs/03_painn.ipynb, nbs/04_noise.ipynb and nbs/06_model.ipynb).
+nbs/nn/04_painn.ipynb, nbs/method/01_noise.ipynb and nbs/method/03_model.ipynb).
 
 `--backbone geomformer` measures the MPtrj GeoMFormer recipe (`mptrj` in anids.train): `build_model("geomformer",
 preset="mptrj", generator_preset="mptrj_generator", method="anids", force_mode="conservative", seed=0)`, a 6-layer,
@@ -124,8 +124,8 @@ def worker(spec: dict) -> dict:
     import torch
     torch.set_num_threads(1)
     from ase.build import bulk
-    from anids.model import build_model, atoms_batch
-    from anids.graphs import radius_graph
+    from anids.method.model import build_model, atoms_batch
+    from anids.nn.graphs import radius_graph
     cfg = BACKBONES[spec.get("backbone", "painn")]
     atoms = bulk("Si", cubic=True).repeat(tuple(spec["repeat"]))
     atoms.rattle(0.05, seed=0)

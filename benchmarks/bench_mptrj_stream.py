@@ -1,4 +1,4 @@
-"""Reading an MPtrj-like JSON file: the streaming reader of anids.materials against json.load (and ijson if installed).
+"""Reading an MPtrj-like JSON file: the streaming reader of anids.data.materials against json.load (and ijson if installed).
 
     python benchmarks/bench_mptrj_stream.py                 # about 100 MB: 1500 materials x 6 frames x 32 atoms
     python benchmarks/bench_mptrj_stream.py --materials 300 # smaller
@@ -8,14 +8,14 @@ The file is written once into a temporary folder with the layout of `MPtrj_2022.
 and the other scalar fields), from rattled 32-atom Si cells with random labels. Each reader runs in its own process so
 that its peak memory (`ru_maxrss`) is its own:
 
-* `stream_parse`: `anids.materials.stream_json_object`, every material parsed, nothing converted;
+* `stream_parse`: `anids.data.materials.stream_json_object`, every material parsed, nothing converted;
 * `json_load`: `json.load` of the whole file (what one cannot do with the real 12 GB file);
 * `ijson_kvitems`: `ijson.kvitems(f, "", use_float=True)`, if ijson is installed (not a dependency: it rejects NaN);
-* `iter_mptrj`: `anids.materials.iter_mptrj` over the first `--convert` frames (structure checks, `Data` building).
+* `iter_mptrj`: `anids.data.materials.iter_mptrj` over the first `--convert` frames (structure checks, `Data` building).
 
 Reports CPU seconds (each reader is single-threaded, so on a shared machine CPU time is the number to compare; wall
 time is recorded too), MB and frames per CPU second, and the peak resident memory of each process above that of a process that only
-imports anids.materials (torch and friends: several hundred MB), and writes results/bench_mptrj_stream.json with the machine and its load (benchmarks/_env.py).
+imports anids.data.materials (torch and friends: several hundred MB), and writes results/bench_mptrj_stream.json with the machine and its load (benchmarks/_env.py).
 """
 from __future__ import annotations
 import argparse, json, os, resource, subprocess, sys, tempfile, time
@@ -55,13 +55,13 @@ def write_file(path: Path, materials: int, frames: int, seed: int = 0) -> int:
 
 
 def run_one(kind: str, path: str, convert: int) -> dict:
-    """Runs in a child process: one reader over the file (every child imports anids.materials first, so that all run
+    """Runs in a child process: one reader over the file (every child imports anids.data.materials first, so that all run
     with the same objects in memory: Python's garbage collector walks them all, and torch brings many)."""
-    import anids.materials  # noqa: F401
+    import anids.data.materials  # noqa: F401
     t0, c0 = time.perf_counter(), time.process_time()
     n = 0
     if kind == "stream_parse":
-        from anids.materials import stream_json_object
+        from anids.data.materials import stream_json_object
         for _, frames in stream_json_object(path):
             n += len(frames)
     elif kind == "json_load":
@@ -74,7 +74,7 @@ def run_one(kind: str, path: str, convert: int) -> dict:
             for _, frames in ijson.kvitems(fh, "", use_float=True):
                 n += len(frames)
     elif kind == "iter_mptrj":
-        from anids.materials import iter_mptrj
+        from anids.data.materials import iter_mptrj
         for _ in iter_mptrj(path, max_structures=convert):
             n += 1
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "frames": n,
@@ -103,7 +103,7 @@ def main():
         path = Path(tmp) / "mptrj_like.json"
         frames = write_file(path, args.materials, args.frames)
         size_mb = path.stat().st_size / 1e6
-        baseline = subprocess.run([sys.executable, "-c", "import resource, anids.materials; print(resource.getrusage("
+        baseline = subprocess.run([sys.executable, "-c", "import resource, anids.data.materials; print(resource.getrusage("
                                    "resource.RUSAGE_SELF).ru_maxrss / 1024)"], capture_output=True, text=True,
                                   check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
         rows = {}
@@ -124,7 +124,7 @@ def main():
     result = {"file_MB": size_mb, "materials": args.materials, "frames": frames,
               "import_only_peak_rss_MB": float(baseline.stdout.strip()), "rows": rows,
               "environment_before": before, "environment_after": after}
-    print(f"file {size_mb:.0f} MB; a process that only imports anids.materials peaks at "
+    print(f"file {size_mb:.0f} MB; a process that only imports anids.data.materials peaks at "
           f"{result['import_only_peak_rss_MB']:.0f} MB")
     warn = load_warning(before, after)
     if warn:

@@ -49,7 +49,7 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch   # noqa: E402
 from lightning.pytorch.callbacks import Callback
 
-from anids import data as D
+from anids.data import datasets as D
 from anids.train import make_config, fit, prepare_training, NOISE_STATS_EVERY, _TrainableAveragedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -77,7 +77,7 @@ def _pretrained(r: dict):
 def untrained_generator_checkpoint(path, backbone: str, preset: str, generator_preset: str|None) -> str:
     """A checkpoint of an AniDS model whose generator keeps its initial weights, for timing a frozen psi on a backbone
     that has no pre-trained one (the cost of a frozen step does not depend on psi's weights). Not for training."""
-    from anids.model import build_model, save_model
+    from anids.method.model import build_model, save_model
     torch.manual_seed(0)
     spec = dict(backbone=backbone, preset=preset, method="anids")
     if generator_preset: spec["generator_preset"] = generator_preset

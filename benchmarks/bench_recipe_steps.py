@@ -15,7 +15,7 @@ measured):
 * `rmd17-paper` (EquiformerV2, L = 3): the bundled aspirins (21 atoms), batch 2, the paper's cost-table setting;
 * `pretrain-paper`: Algorithm 1 at the paper's PCQM4Mv2 scale (`anids.experiments.PRETRAIN_SCALES["paper"]`:
   EquiformerV2 L = 3, every atom corrupted; 40 structures per step, the paper's per-GPU share of its 160 on 4 GPUs;
-  `--pretrain-batch-size` to change it) on QM9 molecules (`anids.pretrain_data.load_qm9`,
+  `--pretrain-batch-size` to change it) on QM9 molecules (`anids.data.pretrain_data.load_qm9`,
   18 atoms on average; the QM9 geometry cache must be there: `--data-dir`). Not in the default list; `none` is
   skipped for it (there is nothing to pre-train without noise).
 
@@ -37,8 +37,8 @@ import torch         # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from anids.backbones import count_parameters                       # noqa: E402
-from anids.structures import atoms_to_data                         # noqa: E402
+from anids.nn.backbones import count_parameters                       # noqa: E402
+from anids.data.structures import atoms_to_data                         # noqa: E402
 from anids.train import make_config, prepare_training, RECIPES     # noqa: E402
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment                                       # noqa: E402  (benchmarks/_env.py)
@@ -86,13 +86,13 @@ def mptrj_like(count: int, seed: int = 0) -> list:
 
 
 def aspirins(count: int) -> list:
-    from anids import data as D
+    from anids.data import datasets as D
     return D.load_md17("aspirin")[:count]
 
 
 def structures_for(recipe: str, count: int, data_dir=None) -> tuple[list, str]:
     if recipe == "pretrain-paper":
-        from anids.pretrain_data import load_qm9
+        from anids.data.pretrain_data import load_qm9
         return load_qm9(split="train", max_structures=count, data_dir=data_dir, progress=False), "QM9 molecules, 18 atoms on average"
     if recipe == "oc22": return oc22_like(count), "MgO(100) slab + OH, 82 atoms"
     if recipe in ("mptrj", "mptrj-eqv2"): return mptrj_like(count), "bulk cells of 16-40 atoms (26 on average)"
@@ -171,7 +171,7 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--pretrain-batch-size", type=int, default=40,
                     help="structures per step of pretrain-paper (default 40: the paper's 160 over 4 GPUs)")
-    ap.add_argument("--data-dir", default=None, help="where the QM9 geometry cache is, for pretrain-paper (anids.downloads.cache_dir)")
+    ap.add_argument("--data-dir", default=None, help="where the QM9 geometry cache is, for pretrain-paper (anids.data.downloads.cache_dir)")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_recipe_steps_<device>.json)")
     a = ap.parse_args(argv)
     for r in a.recipes:

@@ -3,9 +3,9 @@
     /path/mace-venv/bin/python benchmarks/md_stability_mace.py --model runs/mace_s0 --data test_MD.xyz \
         --starts 12 345 678 --temperatures 300 500 --n-runs 3 --time-ps 1 --out mace_study.json
 
-Runs `anids.md_stability.stability_study` (Langevin runs per temperature, one NVE run) with MACE's ASE calculator and
+Runs `anids.analysis.md_stability.stability_study` (Langevin runs per temperature, one NVE run) with MACE's ASE calculator and
 writes the study (settings, every run with its bond-length samples, the NVE drift) to `--out` as JSON.
-`anids.md_stability` imports only numpy, scipy, ase and tqdm, so it is imported from this checkout without
+`anids.analysis.md_stability` imports only numpy, scipy, ase and tqdm, so it is imported from this checkout without
 installing anids (or torch_geometric, lightning, a newer e3nn) into MACE's environment. nbs/md_stability.ipynb
 calls this script with the same starting frames, seed and settings as its in-process runs of the anids models.
 
@@ -60,7 +60,7 @@ def main(argv=None):
     torch.set_num_threads(a.threads)
     sys.path.insert(0, str(ROOT))
     from ase.io import read
-    from anids.md_stability import covalent_bonds, stability_study
+    from anids.analysis.md_stability import covalent_bonds, stability_study
     from mace.calculators import MACECalculator
     import ase, mace
 

@@ -174,14 +174,18 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
         if nb not in nb_names: return m.group(0)
         mod_cell = f"{{py:mod}}`{mod}`" if mod in modules else f"`{mod}`"
         return f"| [`{nb}`](nbs/{nb}.ipynb) | {mod_cell} |"
-    text = re.sub(r"^\| `([\w.-]+)` \| `([\w.]+)` \|", link_row, text, flags=re.M)
-    text = re.sub(r"^\| `([\w.-]+)` \| (—|-) \|",
-                  lambda m: f"| [`{m.group(1)}`](nbs/{m.group(1)}.ipynb) | {m.group(2)} |" if m.group(1) in nb_names else m.group(0),
-                  text, flags=re.M)
+    def link_tables(text):
+        text = re.sub(r"^\| `([\w./-]+)` \| `([\w.]+)` \|", link_row, text, flags=re.M)
+        return re.sub(r"^\| `([\w./-]+)` \| (—|-) \|",
+                      lambda m: f"| [`{m.group(1)}`](nbs/{m.group(1)}.ipynb) | {m.group(2)} |" if m.group(1) in nb_names else m.group(0),
+                      text, flags=re.M)
+    text = link_tables(text)
+    # the user guide: what the README leaves out, with the notebook table linked the same way
+    write_if_changed(dest / "GUIDE.md", link_tables(_table_math((ROOT / "GUIDE.md").read_text(encoding="utf-8"))).replace("](README.md", "](index.md"))
     toc = lambda caption, entries: ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *entries, "```"]
     text = text.rstrip("\n") + "\n" + "\n".join(
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
-        + toc("Results", ["RESULTS", "CHANGELOG"]) + toc("API", ["api/index"])) + "\n"
+        + toc("Guide and results", ["GUIDE", "RESULTS", "CHANGELOG"]) + toc("API", ["api/index"])) + "\n"
     write_if_changed(dest / "index.md", text)
     results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md", "](index.md")
     write_if_changed(dest / "RESULTS.md", results)
@@ -204,21 +208,26 @@ def stage_figures(dest: Path, markdown: str) -> set[Path]:
 
 def stage(dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    nbs = sorted((ROOT / "nbs").glob("*.ipynb"))
-    nb_of, names = {}, []
+    # the library notebooks sit in a folder per layer (nbs/method/01_noise.ipynb); a notebook's name is its path there
+    nbs = sorted((ROOT / "nbs").rglob("*.ipynb"))
+    nb_of, names, staged = {}, [], set()
     for path in nbs:
+        name = path.relative_to(ROOT / "nbs").with_suffix("").as_posix()
         nb = json.loads(path.read_text(encoding="utf-8"))
         mod = notebook_module(nb)
-        if mod: nb_of[mod] = (path.stem, notebook_title(nb))
-        names.append(path.stem)
-        write_if_changed(dest / "nbs" / path.name, json.dumps(clean_notebook(nb), indent=1, ensure_ascii=False) + "\n")
-    lib = [n for n in names if re.match(r"\d\d_", n)]
-    # in the order of their notebooks (00_data first), modules without one after them
+        if mod: nb_of[mod.removesuffix(".__init__")] = (name, notebook_title(nb))
+        names.append(name)
+        target = dest / "nbs" / f"{name}.ipynb"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        write_if_changed(target, json.dumps(clean_notebook(nb), indent=1, ensure_ascii=False) + "\n")
+        staged.add(target)
+    lib = [n for n in names if re.match(r"\d\d_", n.rsplit("/", 1)[-1])]
+    # in the order of their notebooks (00_provenance, then the layers' folders), modules without one after them
     modules = sorted(discover_modules(ROOT / PACKAGE), key=lambda m: (nb_of.get(m, ("~",))[0], m))
     stage_api(dest, modules, nb_of)
     figures = stage_index(dest, lib, [n for n in names if n not in lib], set(names), set(modules))
     # sources of an earlier build that are gone now (a renamed notebook or module)
-    keep = {dest / "index.md", dest / "RESULTS.md", dest / "CHANGELOG.md", dest / "api" / "index.md"} | {dest / "nbs" / p.name for p in nbs} \
+    keep = {dest / "index.md", dest / "GUIDE.md", dest / "RESULTS.md", dest / "CHANGELOG.md", dest / "api" / "index.md"} | staged \
         | {dest / "api" / f"{m}.rst" for m in modules} | figures
     for f in list(dest.rglob("*")):
         if f.is_file() and f not in keep: f.unlink()

@@ -13,16 +13,19 @@ _spec.loader.exec_module(stage)
 
 def test_staged_sources(tmp_path):
     stage.stage(tmp_path)
-    nbs = sorted(p.name for p in (ROOT / "nbs").glob("*.ipynb"))
-    assert sorted(p.name for p in (tmp_path / "nbs").glob("*.ipynb")) == nbs
-    modules = [f"anids.{p.stem}" for p in (ROOT / "anids").glob("*.py") if not p.stem.startswith("_")]
+    nbs = sorted(p.relative_to(ROOT / "nbs").as_posix() for p in (ROOT / "nbs").rglob("*.ipynb"))
+    assert sorted(p.relative_to(tmp_path / "nbs").as_posix() for p in (tmp_path / "nbs").rglob("*.ipynb")) == nbs
+    modules = stage.discover_modules(ROOT / "anids")
+    assert "anids.method.noise" in modules and "anids.train.loop" in modules and "anids.train" in modules
     assert sorted(p.stem for p in (tmp_path / "api").glob("*.rst")) == sorted(modules)
-    noise = (tmp_path / "api" / "anids.noise.rst").read_text()
-    assert ".. autodata:: anids.noise.NOISE_METHODS" in noise and ".. autoclass:: anids.noise.NoiseGenerator" in noise
-    assert ":doc:`04_noise </nbs/04_noise>`" in noise
+    noise = (tmp_path / "api" / "anids.method.noise.rst").read_text()
+    assert ".. autodata:: anids.method.noise.NOISE_METHODS" in noise and ".. autoclass:: anids.method.noise.NoiseGenerator" in noise
+    assert ":doc:`method/01_noise </nbs/method/01_noise>`" in noise
     index = (tmp_path / "index.md").read_text()
     assert index.startswith((ROOT / "README.md").read_text().splitlines()[0])
-    assert "[`04_noise`](nbs/04_noise.ipynb) | {py:mod}`anids.noise` |" in index
+    guide = (tmp_path / "GUIDE.md").read_text()   # every notebook, linked to its page and its module's
+    assert "[`method/01_noise`](nbs/method/01_noise.ipynb) | {py:mod}`anids.method.noise` |" in guide
+    assert "[`train/04_fit`](nbs/train/04_fit.ipynb) | {py:mod}`anids.train.loop` |" in guide and "\nGUIDE\n" in index
     # the results the README links to are a page of their own, in the table of contents
     assert (tmp_path / "RESULTS.md").read_text().startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])
     assert "](RESULTS.md#" in index and "\nRESULTS\n" in index

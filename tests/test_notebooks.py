@@ -6,7 +6,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
-LIBRARY = sorted(NBS.glob("[0-9][0-9]*_*.ipynb"))   # 00_*, 01a_*, ... in reading order
+# the library notebooks: nbs/00_provenance, then each layer's folder (data, nn, method, train, analysis, experiments)
+LIBRARY = sorted(NBS.rglob("[0-9][0-9]*_*.ipynb"))
 ENV = dict(os.environ, OMP_NUM_THREADS="2", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
 
 
@@ -14,7 +15,7 @@ def test_there_are_library_notebooks():
     assert len(LIBRARY) >= 9, [p.name for p in LIBRARY]
 
 
-@pytest.mark.parametrize("nb", LIBRARY, ids=lambda p: p.stem)
+@pytest.mark.parametrize("nb", LIBRARY, ids=lambda p: p.relative_to(NBS).with_suffix("").as_posix())
 def test_library_notebook(nb):
     # nbdev's test_nb runs one notebook the way `nbdev-test` does (skipping `#| eval: false` cells), in a fresh process
     code = "import sys; from nbdev.test import test_nb; ok, _ = test_nb(sys.argv[1]); sys.exit(0 if ok else 1)"
@@ -83,8 +84,8 @@ def test_report_notebook_runs(tmp_path):
     paper's where a results file exists, 'not run yet' where none does, and every results file accounted for."""
     import re
     import statistics
-    from anids.report import PAPER_TABLES, RUN_SCHEMAS
-    from anids.units import force_factor
+    from anids.experiments.report import PAPER_TABLES, RUN_SCHEMAS
+    from anids.data.units import force_factor
     out = tmp_path / "rep" / "report.md"
     _papermill(NBS / "report.ipynb", tmp_path / "out.ipynb",
                dict(results_dir=str(ROOT / "results"), figures_dir=str(tmp_path / "fig"), out=str(out)))
@@ -118,7 +119,7 @@ def _copper_mlearn_files(d: Path) -> dict:
     import numpy as np
     from ase.build import bulk
     from ase.calculators.emt import EMT
-    from anids.crystals import write_mlearn
+    from anids.experiments.crystals import write_mlearn
 
     def cells(n_rattled, seed, strained=True, size=(1, 1, 1), rattle=0.05):
         base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
@@ -146,7 +147,7 @@ def _crystal_params(tmp_path, files, **kw):
 def test_oc22_notebook_runs(tmp_path):
     """nbs/oc22.ipynb at a tiny size: none / DeNS / AniDS, one seed, one epoch, on copper cells with EMT labels and an
     OOD test set; the results file is in the report's mlearn schema (a CPU preset never writes Table 2's file)."""
-    from anids.report import read_runs
+    from anids.experiments.report import read_runs
     files = _copper_mlearn_files(tmp_path)
     _papermill(NBS / "oc22.ipynb", tmp_path / "out.ipynb",
                _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}))
@@ -199,7 +200,7 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     """nbs/mptrj_alexandria.ipynb at a tiny size: trains none and AniDS (one seed, one epoch), then, read-only, shows the
     table of the finished runs and lists the run that is missing (DeNS) without training it. The `overrides`
     parameter reaches every run's config and names the results and the figure."""
-    from anids.report import read_runs
+    from anids.experiments.report import read_runs
     files = _copper_mlearn_files(tmp_path)
     params = _crystal_params(tmp_path, files, test_files=str(files["test"]), overrides={"lr": 0.002})
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
@@ -244,7 +245,7 @@ def test_rmd17_notebook_cpu_preset(tmp_path):
     """nbs/rmd17.ipynb, cpu preset, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
     training file, the whole test file for testing, a results file the report reads into Table 6's section."""
     from ase.io import write
-    from anids.report import read_runs, rmd17_section
+    from anids.experiments.report import read_runs, rmd17_section
     frames = _ethanol_emt_frames(36)
     write(tmp_path / "train.xyz", frames[:24]); write(tmp_path / "test.xyz", frames[24:])
     params = dict(TINY, preset="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
@@ -269,7 +270,7 @@ def test_rmd17_notebook_paper_preset(tmp_path):
     import papermill as pm
     import pytest
     from ase import units
-    from anids.report import read_runs
+    from anids.experiments.report import read_runs
     frames = _ethanol_emt_frames(40)
     kcal = units.kcal / units.mol
     root = tmp_path / "cache" / "rmd17" / "rmd17"
@@ -291,7 +292,7 @@ def test_rmd17_notebook_paper_preset(tmp_path):
 def test_md22_notebook_cpu_preset(tmp_path):
     """nbs/md22.ipynb, cpu preset, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
     the report (its own row of Table 7's section)."""
-    from anids.report import read_runs, md22_section
+    from anids.experiments.report import read_runs, md22_section
     dirs = dict(out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
     _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="cpu", n_train=8, n_val=4, max_test=10, **dirs))
     top, recs = read_runs(tmp_path / "results" / "md22_aspirin-bundled_cpu.json", "md22")
@@ -307,7 +308,7 @@ def test_md22_notebook_paper_preset(tmp_path):
     sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
     import numpy as np
     from ase import units
-    from anids.report import read_runs, md22_section
+    from anids.experiments.report import read_runs, md22_section
     frames = _ethanol_emt_frames(30)
     kcal = units.kcal / units.mol
     (tmp_path / "cache" / "md22").mkdir(parents=True)

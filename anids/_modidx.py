@@ -881,6 +881,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                    'anids/method/noise.py'),
                                     'anids.method.noise.expected_close_contacts': ( 'method/noise.html#expected_close_contacts',
                                                                                     'anids/method/noise.py'),
+                                    'anids.method.noise.renamed_keywords': ('method/noise.html#renamed_keywords', 'anids/method/noise.py'),
                                     'anids.method.noise.sample_anisotropic': ( 'method/noise.html#sample_anisotropic',
                                                                                'anids/method/noise.py')},
             'anids.moved': { 'anids.moved.MovedModuleFinder': ('moved.html#movedmodulefinder', 'anids/moved.py'),

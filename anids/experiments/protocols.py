@@ -313,7 +313,7 @@ def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretra
     cfg_w = provenance(weights)["config"]
     src = load_model(weights)
     if isinstance(noise, str) and noise == "dens":
-        target = build_model(**dict(src.spec, method="dens", sigma=cfg_w["sigma_p"]))
+        target = build_model(**dict(src.spec, method="dens", sigma_p=cfg_w["sigma_p"]))
         cfg = dict(cfg_w, method="dens")
     else:
         target, cfg = load_model(noise), provenance(noise)["config"]

@@ -10,7 +10,7 @@ from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
-from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
+from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
@@ -29,7 +29,7 @@ class DenoisingConfig:
     r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is corrupted
     sigma_p: float = 0.05          # sigma_p (A): std of the isotropic prior of Eq. 10, DeNS's noise (0.05 in the authors' MD17 fine-tuning)
     kappa: float = 0.30            # kappa: Eq. 11 penalises an anisotropic mass Gamma_i = sum_j gamma_ij below it
-    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma) | 'none' (Eq. 9 as written)
+    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma_p) | 'none' (Eq. 9 as written)
     denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
@@ -196,7 +196,7 @@ class AniDSModel(nn.Module):
     # ---------------------------------------------------------------- training objective
     def covariance_of_structures(self, data, structures: torch.Tensor) -> Covariance:
         """Sigma_i, Gamma_i, a_i for the atoms of the selected structures ([B] bool), computed on those structures
-        alone (Sigma_i depends only on its own structure, so this is exact); other atoms get sigma^2 I."""
+        alone (Sigma_i depends only on its own structure, so this is exact); other atoms get sigma_p^2 I."""
         B, batch, pos = int(data.num_graphs), data.batch, data.pos
         cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
         if bool(structures.all()): return self.covariance(data)
@@ -207,7 +207,7 @@ class AniDSModel(nn.Module):
         sub = self.generator.covariance(data.z[sel], pos[sel], new_id[batch[sel]],
                                         cell.reshape(B, 3, 3)[idx] if cell is not None else None,
                                         pbc.reshape(B, 3)[idx] if pbc is not None else None)
-        n, s2 = pos.shape[0], self.generator.sigma ** 2
+        n, s2 = pos.shape[0], self.generator.sigma_p ** 2
         atoms = (torch.nonzero(sel).squeeze(1),)
         eye = torch.eye(3, dtype=pos.dtype, device=pos.device)
         cov_matrix = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.matrix)
@@ -282,7 +282,7 @@ class AniDSModel(nn.Module):
         "Algorithm 2, line 22 (Eq. 9): ||L_i^{-T} eps_i - eps^_i||^2 over the moved atoms, in the target scale of `cfg`."
         batch, B = view.data.batch, view.num_graphs
         scale = 1.0
-        if cfg.target_scale == "prior": scale = self.generator.sigma
+        if cfg.target_scale == "prior": scale = self.generator.sigma_p
         if cfg.target_scale == "per_structure": scale = authors_target_scale(view.L, batch, view.atoms, B)
         return anids_loss(pred.vector, view.L, view.eps, view.atoms, batch, B, target_scale=scale, reduction=cfg.denoise_reduction)
 
@@ -388,15 +388,17 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
                 preset: str = "demo",                  # its preset
                 method: str = "anids",                 # noise method, one of NOISE_METHODS
                 generator_preset: str = "generator",   # preset of the generator's encoder (same backbone family)
-                sigma: float = 0.05,                   # DeNS std / initial learned std (usually sigma_p)
+                sigma_p: float = 0.05,                 # sigma_p (A): DeNS's std, the learned methods' initial std
                 force_mode: str = "conservative",
                 atomic_energies: dict[int, float]|None = None,
                 energy_scale: float = 1.0, force_scale: float = 1.0,
                 backbone_overrides: dict|None = None, generator_overrides: dict|None = None,
                 seed: int|None = None,
                 direct_stress: bool = False,           # give the denoiser a direct stress head (force_mode='direct')
+                **renamed,                             # sigma: the old name of sigma_p
                ) -> AniDSModel:
     "An `AniDSModel` from named parts."
+    sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "build_model").get("sigma_p", sigma_p)
     if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
     if direct_stress:
         if force_mode != "direct":
@@ -404,7 +406,7 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
         if "stress_head" not in inspect.signature(backbone_class(backbone)).parameters:
             raise ValueError(f"backbone {backbone!r} has no direct stress head (EquiformerV2 has one)")
     if seed is not None: torch.manual_seed(seed)
-    spec = dict(backbone=backbone, preset=preset, method=method, generator_preset=generator_preset, sigma=sigma,
+    spec = dict(backbone=backbone, preset=preset, method=method, generator_preset=generator_preset, sigma_p=sigma_p,
                 force_mode=force_mode, atomic_energies={int(k): float(v) for k, v in (atomic_energies or {}).items()},
                 energy_scale=float(energy_scale), force_scale=float(force_scale),
                 backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}),
@@ -412,7 +414,7 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
     denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
     learned = method in ("denoisevae", "anids-add", "anids")
     encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
-    generator = NoiseGenerator(method, encoder, sigma=sigma)
+    generator = NoiseGenerator(method, encoder, sigma_p=sigma_p)
     return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec)
 
 def plain_data(obj, where: str = "extra"):
@@ -478,6 +480,7 @@ def load_model(path, map_location="cpu") -> AniDSModel:
         spec, state = ckpt["spec"], ckpt["state_dict"]
     else:
         raise ValueError(f"{path} is not an AniDS checkpoint (expected format {CHECKPOINT_FORMAT!r} or an anids Lightning checkpoint)")
+    if "sigma" in spec: spec = {**{k: v for k, v in spec.items() if k != "sigma"}, "sigma_p": spec["sigma"]}   # written before the rename
     model = build_model(**spec)
     try:
         model.load_state_dict(state)
@@ -576,14 +579,14 @@ def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), se
     return np.array(out)
 
 # %% ../../nbs/method/03_model.ipynb #7ae9fe86
-def corruption_label_shift(model: AniDSModel, structures, sigma: float, r: float = 0.25, seed: int = 0) -> dict[str, float]:
+def corruption_label_shift(model: AniDSModel, structures, sigma_p: float, r: float = 0.25, seed: int = 0) -> dict[str, float]:
     """How far Algorithm 2's clean labels are from those of the structure the model is given. In each structure a
-    fraction `r` of the atoms (drawn per atom) moves by `sigma` * N(0, I) (A); a trained `model` stands in for the
+    fraction `r` of the atoms (drawn per atom) moves by `sigma_p` * N(0, I) (A); a trained `model` stands in for the
     reference method, before and after. Returns the mean and median |F_after - F_before| over the atoms that did not
     move (meV/A), the mean |E_after - E_before| per atom (meV/atom) and, where the structures are periodic, the mean
     absolute change of a stress component (GPa)."""
     from torch_geometric.data import Batch
-    if not sigma >= 0: raise ValueError(f"sigma must be >= 0, got {sigma}")
+    if not sigma_p >= 0: raise ValueError(f"sigma_p must be >= 0, got {sigma_p}")
     if not 0 <= r <= 1: raise ValueError(f"r must lie in [0, 1], got {r}")
     structures = list(structures)
     if not structures: raise ValueError("no structures")
@@ -599,7 +602,7 @@ def corruption_label_shift(model: AniDSModel, structures, sigma: float, r: float
             if getattr(b, "cell", None) is not None: b.cell = b.cell.to(dtype)
             periodic = getattr(b, "pbc", None) is not None and bool(b.pbc.any())
             moved = torch.rand(b.pos.shape[0], generator=g) < r
-            step = sigma * torch.randn(b.pos.shape, generator=g, dtype=dtype) * moved[:, None]
+            step = sigma_p * torch.randn(b.pos.shape, generator=g, dtype=dtype) * moved[:, None]
             before = model.predict(b, compute_stress=periodic)
             after = model.predict(b, b.pos + step, compute_stress=periodic)
             df.append((after.forces - before.forces)[~moved].norm(dim=-1).detach())

@@ -13,7 +13,7 @@ from ..nn.layers import BesselRBF, cosine_cutoff, mlp
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
-           'NoiseGenerator']
+           'renamed_keywords', 'NoiseGenerator']
 
 # %% ../../nbs/method/01_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
@@ -102,7 +102,7 @@ def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances 
 
 # %% ../../nbs/method/01_noise.ipynb #46514c97
 def expected_close_contacts(pos,                        # [N, 3] positions of one molecule (A; no periodic images)
-                            sigma,                      # std of the isotropic noise per Cartesian component (A): one number or [N]
+                            std,                        # std of the isotropic noise per Cartesian component (A): one number or [N]
                             threshold: float,           # a pair closer than this after the noise counts (A)
                             corrupt_prob: float = 1.0,  # probability that an atom is moved (Algorithm 2's r; 1 in Algorithm 1)
                            ) -> float:
@@ -114,10 +114,10 @@ def expected_close_contacts(pos,                        # [N, 3] positions of on
     if pos.ndim != 2 or pos.shape[1] != 3: raise ValueError(f"pos must be [N, 3], got shape {pos.shape}")
     if len(pos) > 5000: raise ValueError(f"{len(pos)} atoms: this sums over all pairs of one molecule (at most 5000 atoms)")
     if not np.isfinite(pos).all(): raise ValueError("pos has non-finite entries")
-    s = np.asarray(sigma.detach().cpu() if isinstance(sigma, torch.Tensor) else sigma, dtype=np.float64)
-    if s.shape not in ((), (len(pos),)): raise ValueError(f"sigma must be one number or one per atom ({len(pos)}), got shape {s.shape}")
+    s = np.asarray(std.detach().cpu() if isinstance(std, torch.Tensor) else std, dtype=np.float64)
+    if s.shape not in ((), (len(pos),)): raise ValueError(f"std must be one number or one per atom ({len(pos)}), got shape {s.shape}")
     s = np.broadcast_to(s, (len(pos),))
-    if not (np.isfinite(s).all() and (s >= 0).all()): raise ValueError("sigma must be finite and non-negative")
+    if not (np.isfinite(s).all() and (s >= 0).all()): raise ValueError("std must be finite and non-negative")
     if not threshold > 0: raise ValueError(f"threshold must be positive, got {threshold}")
     if not 0 <= corrupt_prob <= 1: raise ValueError(f"corrupt_prob must be in [0, 1], got {corrupt_prob}")
     i, j = np.triu_indices(len(pos), 1)
@@ -141,30 +141,44 @@ class Covariance:
     gamma_sum: torch.Tensor  # [N] Gamma_i = sum_j gamma_ij (zeros for isotropic methods)
     a: torch.Tensor          # [N] isotropic base (sigma_i^2 for DenoiseVAE, sigma^2 for DeNS)
 
+def renamed_keywords(kwargs: dict, renames: dict[str, str], where: str) -> dict:
+    """Old keyword names still accepted for a release (old -> new in `renames`), each with a FutureWarning that names
+    the new one; any other unexpected keyword is a TypeError, as Python's own. Returns {new: value}."""
+    import warnings
+    unknown = set(kwargs) - set(renames)
+    if unknown: raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
+    for old, new in renames.items():
+        if old in kwargs:
+            warnings.warn(f"{where}({old}=...) is now {where}({new}=...); the old name works until the next release",
+                          FutureWarning, stacklevel=3)
+    return {renames[k]: v for k, v in kwargs.items()}
+
 class NoiseGenerator(nn.Module):
     "psi: structure -> per-atom covariances, for every noise method of the paper."
     def __init__(self,
                  method: str = "anids",              # one of NOISE_METHODS
                  encoder: Backbone|None = None,      # structure encoder rho (needed by learned methods)
-                 sigma: float = 0.05,                # fixed std of `dens`; a_i starts at sigma^2 for learned ones
+                 sigma_p: float = 0.05,              # sigma_p (A): the std of `dens`; a_i starts at sigma_p^2 for learned ones
                  hidden: int = 64,                   # width of the heads w0, w1, w2
                  num_rbf: int = 16,                  # radial basis eta(|r_ij|) of w1
                  init_log_c: float = math.log(8.0),  # initial ln c_i
                  min_residual: float = 1e-3,         # floor on 1 - Gamma_i
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time
+                 **renamed,                          # sigma: the old name of sigma_p
                 ):
         super().__init__()
+        sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "NoiseGenerator").get("sigma_p", sigma_p)
         if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
-        if sigma <= 0: raise ValueError("sigma must be positive")
+        if sigma_p <= 0: raise ValueError("sigma_p must be positive")
         check_edge_chunk_size(edge_chunk_size)
-        self.method, self.sigma, self.min_residual, self.edge_chunk_size = method, float(sigma), min_residual, edge_chunk_size
+        self.method, self.sigma_p, self.min_residual, self.edge_chunk_size = method, float(sigma_p), min_residual, edge_chunk_size
         self.learned = method in ("denoisevae", "anids-add", "anids")
         self.encoder = encoder if self.learned else None
         if self.learned:
             if encoder is None: raise ValueError(f"method {method!r} learns Sigma and needs an encoder backbone")
             F = encoder.num_scalar_features
             self.w0 = mlp(F, hidden, 1)
-            nn.init.zeros_(self.w0[-1].weight); nn.init.constant_(self.w0[-1].bias, 2 * math.log(sigma))
+            nn.init.zeros_(self.w0[-1].weight); nn.init.constant_(self.w0[-1].bias, 2 * math.log(sigma_p))
         if method in ("anids", "anids-add"):
             self.rbf = BesselRBF(num_rbf, encoder.cutoff)
             self.w1 = mlp(2 * F + num_rbf, hidden, 1)
@@ -177,7 +191,7 @@ class NoiseGenerator(nn.Module):
         if self.method == "none": return None
         zeros = torch.zeros(n, dtype=pos.dtype, device=pos.device)
         if self.method == "dens":
-            a = torch.full((n,), self.sigma ** 2, dtype=pos.dtype, device=pos.device)
+            a = torch.full((n,), self.sigma_p ** 2, dtype=pos.dtype, device=pos.device)
             return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
         if batch is None: batch = torch.zeros(n, dtype=torch.long, device=pos.device)
         if graph is None:

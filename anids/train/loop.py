@@ -221,7 +221,7 @@ def prepare_training(train_set, config: TrainConfig,
     refs = {} if pre else atomic_reference_energies(train_set)
     scale = 1.0 if pre else output_scale(train_set, refs)
     spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
-                generator_preset=config.generator_preset, sigma=config.sigma_p, force_mode=config.force_mode,
+                generator_preset=config.generator_preset, sigma_p=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
     if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
         spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},

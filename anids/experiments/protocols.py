@@ -15,14 +15,15 @@ from ..provenance import versions, repo_root
 from ..method.model import read_checkpoint
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_PRESETS',
-           'md17_splits', 'describe_data', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
-           'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves',
-           'generator_statistics', 'denoising_loss_under', 'checkpoint_provenance', 'ablation_run', 'run_jobs',
-           'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
-           'seed_table', 'ablation_table', 'pretraining_length_gaps', 'length_gap_summary',
-           'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
-           'run_benchmark', 'method_table_text', 'plot_method_table', 'PRETRAIN_SCALES']
+__all__ = ['PAPER_TABLE1', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS',
+           'PRETRAINING_LENGTHS', 'BENCHMARK_PRESETS', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
+           'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss',
+           'training_curves', 'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study',
+           'checkpoint_provenance', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation',
+           'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
+           'pretraining_length_gaps', 'length_gap_summary', 'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets',
+           'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table',
+           'PRETRAIN_SCALES']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -335,109 +336,49 @@ PAPER_TABLE3 = {"a": {"none": 0.1929, "dens": 0.1178, "denoisevae": 0.1143, "ani
                 "c": {"sigma_p=0.5": 0.13018, "sigma_p=0.1": 0.11180, "sigma_p=0.05": 0.11594,
                       "lambda_kl=1.5": 0.11714, "lambda_kl=1.0": 0.11180, "lambda_kl=0.5": 0.11461}}
 
-ABLATION_ROWS = {
-    "none":              dict(table="a", method="none", pretrained=None, aux=False),
-    "dens":              dict(table="a", method="dens", pretrained="qm9", aux=True),
-    "denoisevae":        dict(table="a", method="denoisevae", pretrained="qm9", aux=True),
-    "anids-add":         dict(table="a", method="anids-add", pretrained="qm9", aux=True),
-    "anids":             dict(table="a", method="anids", pretrained="qm9", aux=True),
-    "dens w/o aux":       dict(table="b", method="dens", pretrained="qm9", aux=False),
-    "denoisevae w/o aux": dict(table="b", method="denoisevae", pretrained="qm9", aux=False),
-    "anids-add w/o aux":  dict(table="b", method="anids-add", pretrained="qm9", aux=False),
-    "anids w/o aux":      dict(table="b", method="anids", pretrained="qm9", aux=False),
-    "scratch dens":       dict(table="scratch", method="dens", pretrained=None, aux=True),
-    "scratch anids (joint)": dict(table="scratch", method="anids", pretrained=None, aux=True),
-    # noise or weights? DeNS noise fine-tuning the denoiser that another method's pre-training made ("weights"): paired
-    # with that method's own row, it separates the noise drawn in fine-tuning from the pre-trained weights
-    "dens on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True),
-    "dens on anids-add weights":  dict(table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True),
-    "dens on anids weights":      dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True),
-    # size or shape? The frozen learned generators draw noise of about 0.1 A (they were pre-trained at sigma_p 0.1),
-    # twice the recipe's DeNS sigma_p of 0.05: the same swap at sigma_p 0.1 (`config` moves a fine-tuning setting),
-    # also paired (`pair`) with the swap row at the recipe's sigma_p, isolates the noise's size on the same weights
-    "dens sigma_p=0.1 on anids weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids", aux=True,
-                                              config=dict(sigma_p=0.1), pair=("dens on anids weights",)),
-    # and DeNS itself at sigma_p 0.1, the sigma_p its QM9 weights were pre-trained with: is the DeNS row of (a) held back
-    # by fine-tuning at half of it? Paired with 'dens' (same weights, sigma_p 0.05), 'anids' and the AniDS-weights swap
-    # at the same sigma_p (same noise, other weights)
-    "dens sigma_p=0.1":  dict(table="a", method="dens", pretrained="qm9", aux=True, config=dict(sigma_p=0.1),
-                              pair=("dens sigma_p=0.1 on anids weights",)),
-    # DenoiseVAE, the best row of (a), also draws noise of about 0.1 A: DeNS noise at 0.1 on its weights, paired with
-    # 'denoisevae' (same weights, its own per-atom noise) and with 'dens sigma_p=0.1' (same noise, DeNS's weights), says
-    # whether its lead is the weights its pre-training made or the noise it draws in fine-tuning
-    "dens sigma_p=0.1 on denoisevae weights": dict(table="swap", method="dens", pretrained="qm9", weights="denoisevae",
-                                                   aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
-    # and on the AniDS-add weights, the second-best row of (a)
-    "dens sigma_p=0.1 on anids-add weights": dict(table="swap", method="dens", pretrained="qm9", weights="anids-add",
-                                                  aux=True, config=dict(sigma_p=0.1), pair=("dens sigma_p=0.1",)),
-    # each method was pre-trained once (seed 0): is the order of the weights the methods' or one run's luck? The same
-    # fine-tuning on a second pre-training (`pretrain_seed` 1, same budget; a checkpoint_dir holding it) of DeNS and of
-    # DenoiseVAE, paired with the seed-0 rows and with each other. Unclipped (`pretrain_grad_clip` 0) as the shipped ones,
-    # which were made before the demo scale clipped gradients
-    "dens sigma_p=0.1 on dens weights of pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pretrain_grad_clip=0.0, pair=("dens sigma_p=0.1",)),
-    "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="denoisevae", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pretrain_grad_clip=0.0, pair=("dens sigma_p=0.1 on denoisevae weights", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
-    # the seed-1 DeNS pre-training again with the demo scale's gradient clipping (norm 10), which kept the one tail noise
-    # draw that spoiled the unclipped one from moving the weights
-    "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1", "dens sigma_p=0.1 on dens weights of pre-training seed 1")),
-    # and a second, clipped AniDS pre-training, paired with the seed-0 AniDS weights under the same noise and with the
-    # second DeNS pre-training
-    "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1 on anids weights", "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1")),
-    # and of AniDS-add, the last of the four methods whose weights had one pre-training under this noise
-    "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True, config=dict(sigma_p=0.1), pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1")),
-    # Table 3 (a) itself on a second pre-training of every method: each method fine-tuned with its own noise (a learned
-    # method with its own frozen generator) from its seed-1 pre-training, clipped, at the shipped budget. Paired with the
-    # seed-0 row of the same method (`weights`), with DeNS seed 0 and with the DeNS seed-1 row: is the order of (a) that
-    # of the methods or that of one pre-training each?
-    "dens of clipped pre-training seed 1": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=1, pretrain_grad_clip=10.0),
-    "denoisevae of clipped pre-training seed 1": dict(
-        table="swap", method="denoisevae", pretrained="qm9", weights="denoisevae", aux=True, pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens of clipped pre-training seed 1",)),
-    "anids-add of clipped pre-training seed 1": dict(
-        table="swap", method="anids-add", pretrained="qm9", weights="anids-add", aux=True, pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens of clipped pre-training seed 1",)),
-    "anids of clipped pre-training seed 1": dict(
-        table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=1,
-        pretrain_grad_clip=10.0, pair=("dens of clipped pre-training seed 1",)),
-    # the second pre-trainings differ from the shipped ones in seed, clipping and machine (one CPU thread against a GPU)
-    # at once: seed 0 again on the CPU (`pretrain_device`) tells the seed from the rest. Unclipped, the same two
-    # pre-trainings gave weights equal bit for bit to these (no step's gradient norm reached 10), so clipping is not it.
-    # Paired with the shipped seed-0 row of the method (its `weights`), with its clipped seed-1 row, and the learned ones with DeNS
-    "dens of clipped CPU pre-training seed 0": dict(
-        table="swap", method="dens", pretrained="qm9", weights="dens", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pair=("dens of clipped pre-training seed 1",)),
-    "anids of clipped CPU pre-training seed 0": dict(
-        table="swap", method="anids", pretrained="qm9", weights="anids", aux=True, pretrain_seed=0, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pair=("anids of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
-    "denoisevae of clipped CPU pre-training seed 0": dict(
-        table="swap", method="denoisevae", pretrained="qm9", weights="denoisevae", aux=True, pretrain_seed=0,
-        pretrain_grad_clip=10.0, pretrain_device="cpu",
-        pair=("denoisevae of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
-    "anids-add of clipped CPU pre-training seed 0": dict(
-        table="swap", method="anids-add", pretrained="qm9", weights="anids-add", aux=True, pretrain_seed=0,
-        pretrain_grad_clip=10.0, pretrain_device="cpu",
-        pair=("anids-add of clipped pre-training seed 1", "dens of clipped CPU pre-training seed 0")),
-    # the 600-epoch swap table's higher force RMSE of every second pre-training: the seed-0 AniDS-add pre-training made
-    # again on the CPU under the same DeNS noise at 0.1 tells whether the seed or the machine and revision raise it.
-    # Paired with the shipped weights' row and with the seed-1 (CPU) row
-    "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": dict(
-        table="swap", method="dens", pretrained="qm9", weights="anids-add", aux=True, config=dict(sigma_p=0.1), pretrain_seed=0,
-        pretrain_grad_clip=10.0, pretrain_device="cpu",
-        pair=("dens sigma_p=0.1 on anids-add weights", "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1")),
-}
+STUDY_CONFIG_KEYS = ("sigma_p",)
+"Settings a study row may move for its fine-tuning (they go into the row's `config`)."
+STUDY_ROW_KEYS = ("name", "table", "method", "pretrained", "weights", "aux", "pretrain_seed", "pretrain_grad_clip",
+                  "pretrain_device", "pretrain_steps", "pair", "why") + STUDY_CONFIG_KEYS
+
+def study_dirs() -> list[Path]:
+    "Where the studies' row tables are looked for: `<repo>/data/studies`, then the install's share/anids/data/studies."
+    import site, sys
+    dirs = [repo_root() / "data" / "studies"] if repo_root() is not None else []
+    return dirs + [Path(sys.prefix) / "share" / "anids" / "data" / "studies",
+                   Path(site.getuserbase()) / "share" / "anids" / "data" / "studies"]
+
+def load_study(name_or_path) -> dict[str, dict]:
+    """The rows of a study, by name: a declarative table (`data/studies/<name>.toml`, one `[[row]]` each) that
+    `run_ablation` executes and the ablation notebook reports. Each row's settings as `ablation_run` takes them: its
+    sigma_p (and any other of `STUDY_CONFIG_KEYS`) in `config`, `pair` as a tuple, `why` (the question) left out."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = next((d / f"{name_or_path}.toml" for d in study_dirs() if (d / f"{name_or_path}.toml").is_file()), None)
+        if path is None: raise FileNotFoundError(f"no study {name_or_path!r} in {[str(d) for d in study_dirs()]}")
+    rows = {}
+    for i, raw in enumerate(tomllib.loads(path.read_text())["row"]):
+        unknown = set(raw) - set(STUDY_ROW_KEYS)
+        if unknown or "name" not in raw: raise ValueError(f"{path}: row {i} has unknown keys {sorted(unknown)} or no name")
+        row = {k: v for k, v in raw.items() if k not in ("name", "why") + STUDY_CONFIG_KEYS}
+        row.setdefault("pretrained", None)
+        config = {k: raw[k] for k in STUDY_CONFIG_KEYS if k in raw}
+        if config: row["config"] = config
+        if "pair" in row: row["pair"] = tuple(row["pair"])
+        if raw["name"] in rows: raise ValueError(f"{path}: two rows named {raw['name']!r}")
+        rows[raw["name"]] = row
+    return rows
+
+ABLATION_ROWS = load_study("ablation_ethanol")
+"The rows of the Table 3 study on ethanol, from data/studies/ablation_ethanol.toml (the question of each in its `why`)."
 
 def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
-    """Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps with seed `seed`, otherwise as the
+    """The naming rule of the length study's rows (the rows themselves are in the study's file; the tests check both
+    agree). Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps with seed `seed`, otherwise as the
     CPU seed-0 rows: AniDS paired with DeNS of the same length and seed, and a seed-0 row also with its method's CPU
     seed-0 row of the shipped budget (`<method> of clipped CPU pre-training seed 0`)."""
     name = lambda m: f"{m} of {steps}-step clipped CPU pre-training seed {seed}"
@@ -446,15 +387,6 @@ def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
                           pretrain_device="cpu", pretrain_steps=steps,
                           pair=shipped(m) + ((name("dens"),) if m == "anids" else ()))
             for m in ("dens", "anids")}
-
-# at 10 and 40 fine-tuning epochs AniDS trails DeNS on every pre-training of the shipped budget (4250 steps of 64 QM9
-# molecules, a 24th of what the paper's pre-training sees): is the gap the method's or the pre-training's length? DeNS
-# and AniDS pre-trained twice and half as long (`pretrain_steps`); at half the length, where AniDS came out ahead on
-# seed 0, two more pre-training seeds, and at the shipped length a third CPU seed (the CPU rows above are of seeds 0
-# and 1), so that both lengths have CPU pre-trainings of seeds 0, 1 and 2 of each method; at twice the length, where
-# the gap shrank again on seed 0, pre-training seeds 1 and 2 as well: every length has three pre-trainings per method
-ABLATION_ROWS.update({name: row for steps, seeds in ((8500, (0, 1, 2)), (2125, (0, 1, 2)), (4250, (2,))) for seed in seeds
-                      for name, row in _pretraining_length_rows(steps, seed).items()})
 
 def _length_row(method: str, steps: int, seed: int) -> str:
     "The name of the row of `method` fine-tuned from its CPU pre-training of `steps` steps and seed `seed` (clipped)."
@@ -470,10 +402,6 @@ def _length_swap_row(steps: int, seed: int) -> dict:
         table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
 
-# the gap grows from half to the shipped length on every seed: weights or noise? (10 fine-tuning epochs; at twice the
-# length the one pre-training whose checkpoints were kept, seed 2)
-ABLATION_ROWS.update({name: row for steps, seeds in ((2125, (0, 1, 2)), (4250, (0, 1, 2)), (8500, (2,))) for seed in seeds
-                     for name, row in _length_swap_row(steps, seed).items()})
 
 def checkpoint_provenance(path) -> dict|None:
     """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given

@@ -1,5 +1,5 @@
 """The public signatures use the glossary's names (GUIDE.md, "Names that mean one thing"): one word, one meaning."""
-import importlib, inspect, pkgutil, re
+import importlib, inspect, pkgutil
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -4,7 +4,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 # each glossary term, and the names the API must not use for it
-TERMS = {"method": ("noise", "noise_method"), "sigma_p": ("sigma",)}
+TERMS = {"method": ("noise", "noise_method"), "sigma_p": ("sigma",), "budget": ("scale",)}
+# where a term's rule holds (default: the whole API): elsewhere `scale` is another quantity (the losses' output scale,
+# a plot's drawing scale, the bond-length factor of anids.analysis.md_stability)
+SCOPE = {"budget": "anids.experiments"}
+# a `preset` is a backbone's size (anids.nn.backbones.PRESETS), never an experiment's budget: the public functions of
+# anids.experiments with a parameter `preset`, each taking a backbone's size (a new one must be checked and added)
+BACKBONE_PRESET_PARAMETERS = {"anids.experiments.protocols.cost_table", "anids.experiments.protocols.ablation_c_checkpoint",
+                              "anids.experiments.crystals.records_from_results", "anids.experiments.case_study.pretrain_generator",
+                              "anids.experiments.case_study.make_case_study_checkpoints"}
 # parameters that carry a forbidden word with another meaning, and why
 ALLOWED = {("anids.experiments.protocols.denoising_loss_under", "noise"):
            "a pre-training's noise (its generator's checkpoint) that a denoiser is scored under, not a method name"}
@@ -42,7 +50,8 @@ def test_public_signatures_use_the_glossary_names():
         seen += 1
         for p in params:
             for term, forbidden in TERMS.items():
-                if p in forbidden and (f"{mod}.{name}", p) not in ALLOWED: bad.append(f"{mod}.{name}({p}=...): say {term}")
+                if p in forbidden and mod.startswith(SCOPE.get(term, "anids")) and (f"{mod}.{name}", p) not in ALLOWED:
+                    bad.append(f"{mod}.{name}({p}=...): say {term}")
     assert seen > 200, seen          # the walk reaches the whole API
     assert bad == [], bad
 
@@ -52,3 +61,36 @@ def test_old_keywords_still_work_and_warn():
     from anids.method.model import build_model
     with pytest.warns(FutureWarning, match=r"build_model\(sigma=...\) is now build_model\(sigma_p=...\)"):
         assert build_model("painn", "tiny", "dens", sigma=0.2).generator.sigma_p == 0.2
+
+
+def test_the_experiments_take_a_budget():
+    from anids.experiments import run_md17, pretrain, run_benchmark
+    from anids.experiments.crystals import crystal_setup, CrystalSetup
+    for f in (run_md17, pretrain, run_benchmark, crystal_setup):
+        params = inspect.signature(f).parameters
+        assert "budget" in params and "scale" not in params and "preset" not in params, f.__name__
+    assert "budget" in inspect.signature(CrystalSetup).parameters
+
+
+def test_a_preset_in_the_experiments_is_a_backbone_size():
+    found = set()
+    for mod, name, f in public_callables():
+        if not mod.startswith("anids.experiments"): continue
+        try: params = inspect.signature(f).parameters
+        except (TypeError, ValueError): continue
+        if "preset" in params: found.add(f"{mod}.{name}")
+    assert found == BACKBONE_PRESET_PARAMETERS, found ^ BACKBONE_PRESET_PARAMETERS
+
+
+def test_old_budget_names_still_work_and_warn():
+    import pytest
+    from anids.experiments import run_md17, pretrain, run_benchmark
+    from anids.experiments.crystals import crystal_setup
+    # the old keyword is read as the budget (with a warning naming the new one), and the budget is checked as such
+    for f, old in ((run_md17, "scale"), (pretrain, "scale"), (crystal_setup, "preset")):
+        with pytest.warns(FutureWarning, match=rf"{f.__name__}\({old}=...\) is now {f.__name__}\(budget=...\)"), \
+             pytest.raises(ValueError, match=rf"unknown budget 'huge' for {f.__name__}"):
+            f(**{old: "huge"})
+    with pytest.warns(FutureWarning, match=r"run_benchmark\(preset=...\) is now run_benchmark\(budget=...\)"), \
+         pytest.raises(ValueError, match=r"unknown budget 'huge' for run_benchmark\('rmd17'\); use one of paper \| cpu"):
+        run_benchmark("rmd17", None, preset="huge")

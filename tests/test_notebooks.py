@@ -55,7 +55,7 @@ def test_md17_notebook_runs_offline(tmp_path):
     _papermill(NBS / "md17_finetune.ipynb", tmp_path / "out.ipynb", params)
     (res,) = list((tmp_path / "results").glob("*.json"))
     r = json.loads(res.read_text())
-    assert r["molecule"] == "ethanol" and r["method"] == "anids" and r["dataset"] == "bundled"
+    assert r["molecule"] == "ethanol" and r["method"] == "anids" and r["dataset"] == "bundled" and r["budget"] == "demo"
     assert r["test"]["n_structures"] == 20 and r["force_mae_kcal_mol_A"] > 0
     assert r["versions"]["torch"] and "provenance" in r["data"]
     assert list((tmp_path / "fig").glob("*.png"))
@@ -87,8 +87,10 @@ def test_report_notebook_runs(tmp_path):
     from anids.experiments.report import PAPER_TABLES, RUN_SCHEMAS
     from anids.data.units import force_factor
     out = tmp_path / "rep" / "report.md"
+    shutil.copytree(ROOT / "figures", tmp_path / "fig")   # the figures the studies' pages show beside the report's
     _papermill(NBS / "report.ipynb", tmp_path / "out.ipynb",
-               dict(results_dir=str(ROOT / "results"), figures_dir=str(tmp_path / "fig"), out=str(out)))
+               dict(results_dir=str(ROOT / "results"), figures_dir=str(tmp_path / "fig"), out=str(out),
+                    pages_dir=str(tmp_path / "pages"), index=str(tmp_path / "RESULTS.md")))
     text, latex = out.read_text(), out.with_suffix(".tex").read_text()
     flat = re.sub(" +", " ", text)   # tabulate pads the cells
     for t in PAPER_TABLES.values():
@@ -111,6 +113,10 @@ def test_report_notebook_runs(tmp_path):
     assert latex.count(r"\begin{tabular}") == latex.count(r"\end{tabular}") >= len(PAPER_TABLES)
     assert (tmp_path / "fig" / "report_md17.png").stat().st_size > 10_000
     assert "![md17](../fig/report_md17.png)" in text
+    # and the studies' pages (tests/test_results_pages.py compares them with the committed ones)
+    pages = sorted(p.name for p in (tmp_path / "pages").glob("*.md"))
+    assert pages and pages == sorted(p.name for p in (ROOT / "docs" / "results").glob("*.md"))
+    assert all(f"](pages/{name})" in (tmp_path / "RESULTS.md").read_text() for name in pages)
 
 
 def _copper_mlearn_files(d: Path) -> dict:
@@ -140,7 +146,7 @@ def _copper_mlearn_files(d: Path) -> dict:
 
 
 def _crystal_params(tmp_path, files, **kw):
-    return dict(preset="tiny", element="Cu", train_file=str(files["train"]), epochs=1, seeds=[0],
+    return dict(budget="demo", element="Cu", train_file=str(files["train"]), epochs=1, seeds=[0],
                 out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"), **kw)
 
 
@@ -162,7 +168,8 @@ def test_oc22_notebook_runs(tmp_path):
     s = top["summary"]["force_mae_meV_A"]
     assert s["anids"]["vs none"]["diffs"]["0"] == runs[2]["force_mae_meV_A"] - runs[0]["force_mae_meV_A"]
     assert top["test_set"] == "id" and top["missing"] == [] and top["backbone"] == "painn" and top["preset"] == "tiny"
-    assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000
+    assert top["budget"] == "demo"   # the experiment's budget; "preset" is the backbone's size
+    assert (tmp_path / "fig" / "oc22_demo_Cu_1ep.png").stat().st_size > 10_000
     # AniDS fine-tuned from pre-trained weights (here the AniDS run's own), beside the table's none run as its baseline:
     # its own results file, named by the weights, holding both, paired by seed
     _papermill(NBS / "oc22.ipynb", tmp_path / "out_pre.ipynb",
@@ -176,10 +183,10 @@ def test_oc22_notebook_runs(tmp_path):
     # from_results: the figure again from the results file alone (run folders gone), nothing trained or rewritten
     import shutil
     stored = res.read_text()
-    shutil.rmtree(tmp_path / "runs"); (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").unlink()
+    shutil.rmtree(tmp_path / "runs"); (tmp_path / "fig" / "oc22_demo_Cu_1ep.png").unlink()
     _papermill(NBS / "oc22.ipynb", tmp_path / "out2.ipynb",
                _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}, from_results=str(res)))
-    assert (tmp_path / "fig" / "oc22_tiny_Cu_1ep.png").stat().st_size > 10_000 and res.read_text() == stored
+    assert (tmp_path / "fig" / "oc22_demo_Cu_1ep.png").stat().st_size > 10_000 and res.read_text() == stored
     assert not (tmp_path / "runs").exists()
     # MACE trained afterwards, one file per seed: with mace_budget its row and both budgets go into the results file
     mace_files = []
@@ -209,17 +216,20 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     assert top["settings"]["config"]["lr"] == 0.002 and "1 epochs, lr 0.002; test errors" in top["description"]
     for r in first: assert json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["config"]["lr"] == 0.002
     res.unlink()
-    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})
+    # the old names of the parameter and of the demo budget (-p preset tiny) still work for a release, with warnings
+    old = {**{k: v for k, v in params.items() if k != "budget"}, "preset": "tiny", "read_only": True}
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", old)
     top, runs = read_runs(res, "mlearn")
     assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
     assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
     assert top["settings"]["statuses"] == {"none s0": "read", "dens s0": "missing", "anids s0": "read"}
-    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_tiny_Cu_1ep_lr0.002.png").is_file()
+    assert top["units"]["stress"] == "GPa" and (tmp_path / "fig" / "mptrj_alexandria_demo_Cu_1ep_lr0.002.png").is_file()
     import nbformat
     text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", ""))
                      for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"
                      for o in c.get("outputs", []))
     assert "dens     seed 0: missing (no run folder)" in text and "EquiformerV2 + AniDS (ours)" in text
+    assert "the parameter 'preset' is now 'budget'" in text and "budget 'tiny' is now 'demo'" in text
 
 
 def _ethanol_emt_frames(n, seed=0):
@@ -241,14 +251,14 @@ def _outputs(path):
 TINY = dict(epochs=1, backbone_preset="tiny", generator_preset="tiny", pretrained=None, seeds=[0, 1], threads=1)
 
 
-def test_rmd17_notebook_cpu_preset(tmp_path):
-    """nbs/rmd17.ipynb, cpu preset, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
+def test_rmd17_notebook_cpu_budget(tmp_path):
+    """nbs/rmd17.ipynb, cpu budget, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
     training file, the whole test file for testing, a results file the report reads into Table 6's section."""
     from ase.io import write
     from anids.experiments.report import read_runs, rmd17_section
     frames = _ethanol_emt_frames(36)
     write(tmp_path / "train.xyz", frames[:24]); write(tmp_path / "test.xyz", frames[24:])
-    params = dict(TINY, preset="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
+    params = dict(TINY, budget="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
                   n_val=4, methods=["none", "anids"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"),
                   figures_dir=str(tmp_path / "fig"))
     _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
@@ -256,6 +266,7 @@ def test_rmd17_notebook_cpu_preset(tmp_path):
     assert [(r["method"], r["seed"]) for r in recs] == [("none", 0), ("anids", 0), ("none", 1), ("anids", 1)]
     assert all(r["n_train"] == 8 and r["n_val"] == 4 and r["n_test"] == 12 and r["force_mae_meV_A"] > 0 for r in recs)
     assert top["recipe"] == "rmd17-cpu" and top["preset"] == "tiny" and top["threads"] == 1 and "train.xyz" in top["dataset"]
+    assert top["budget"] == "cpu" and "(cpu budget)" in top["description"]
     assert (tmp_path / "fig" / "rmd17_ethanol_cpu.png").stat().st_size > 5000
     text = _outputs(tmp_path / "out.ipynb")
     assert "has no ethanol column" in text and "EquiformerV2 + AniDS (Ours)" in text and "no denoising" in text
@@ -263,8 +274,8 @@ def test_rmd17_notebook_cpu_preset(tmp_path):
     assert section.status == "measured" and any("ethanol" in t.columns for t in section.extra.values())
 
 
-def test_rmd17_notebook_paper_preset(tmp_path):
-    """nbs/rmd17.ipynb, paper preset, on a hand-extracted rMD17 folder written here (EquiformerV2 at its tiny preset):
+def test_rmd17_notebook_paper_budget(tmp_path):
+    """nbs/rmd17.ipynb, paper budget, on a hand-extracted rMD17 folder written here (EquiformerV2 at its tiny preset):
     the test set is the official test file; without the archive the notebook stops with what to download."""
     import numpy as np
     import papermill as pm
@@ -279,7 +290,7 @@ def test_rmd17_notebook_paper_preset(tmp_path):
              energies=np.array([a.get_potential_energy() / kcal for a in frames]), forces=np.array([a.get_forces() / kcal for a in frames]))
     np.savetxt(root / "splits" / "index_train_01.csv", np.arange(0, 30), fmt="%d")
     np.savetxt(root / "splits" / "index_test_01.csv", np.arange(30, 40), fmt="%d")
-    params = dict(TINY, preset="paper", molecule="ethanol", data_dir=str(tmp_path / "cache"), n_train=6, n_val=3, seeds=[0],
+    params = dict(TINY, budget="paper", molecule="ethanol", data_dir=str(tmp_path / "cache"), n_train=6, n_val=3, seeds=[0],
                   methods=["none"], out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
     _papermill(NBS / "rmd17.ipynb", tmp_path / "out.ipynb", params)
     top, (rec,) = read_runs(tmp_path / "results" / "rmd17_ethanol_paper.json", "rmd17")
@@ -289,12 +300,12 @@ def test_rmd17_notebook_paper_preset(tmp_path):
         _papermill(NBS / "rmd17.ipynb", tmp_path / "out2.ipynb", dict(params, molecule="aspirin", data_dir=str(tmp_path / "empty")))
 
 
-def test_md22_notebook_cpu_preset(tmp_path):
-    """nbs/md22.ipynb, cpu preset, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
+def test_md22_notebook_cpu_budget(tmp_path):
+    """nbs/md22.ipynb, cpu budget, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
     the report (its own row of Table 7's section)."""
     from anids.experiments.report import read_runs, md22_section
     dirs = dict(out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
-    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="cpu", n_train=8, n_val=4, max_test=10, **dirs))
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, budget="cpu", n_train=8, n_val=4, max_test=10, **dirs))
     top, recs = read_runs(tmp_path / "results" / "md22_aspirin-bundled_cpu.json", "md22")
     assert {r["method"] for r in recs} == {"none", "anids"} and all(r["n_test"] == 10 and r["n_train"] == 8 for r in recs)
     assert "not MD22" in recs[0]["molecule"] and "not MD22" in top["description"] and top["recipe"] == "md17-demo"
@@ -303,9 +314,10 @@ def test_md22_notebook_cpu_preset(tmp_path):
     assert section.status == "measured" and recs[0]["molecule"] in section.table.index and "AT--AT--CG--CG" in section.table.index
 
 
-def test_md22_notebook_paper_preset(tmp_path):
-    """nbs/md22.ipynb, paper preset, on an MD22-format file written here (Equiformer at its tiny preset): MD22's split
-    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
+def test_md22_notebook_paper_budget(tmp_path):
+    """nbs/md22.ipynb, paper budget, on an MD22-format file written here (Equiformer at its tiny preset): MD22's split
+    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row. The
+    budget is given by its old name (-p preset paper), which still works for a release, with a warning."""
     import numpy as np
     from ase import units
     from anids.experiments.report import read_runs, md22_section
@@ -318,7 +330,8 @@ def test_md22_notebook_paper_preset(tmp_path):
                                                                 n_val=4, seeds=[0], methods=["none"], out_dir=str(tmp_path / "runs"),
                                                                 results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig")))
     top, (rec,) = read_runs(tmp_path / "results" / "md22_AT-AT-CG-CG_paper.json", "md22")
-    assert top["recipe"] == "md17-paper" and top["backbone"] == "equiformer" and rec["n_test"] == 18
+    assert top["recipe"] == "md17-paper" and top["backbone"] == "equiformer" and rec["n_test"] == 18 and top["budget"] == "paper"
+    assert "the parameter 'preset' is now 'budget' (-p budget paper)" in _outputs(tmp_path / "out.ipynb")
     section = md22_section(tmp_path / "results")
     assert section.status == "measured" and list(section.table.index) == ["AT--AT--CG--CG"]
     assert section.table.shape[1] == 8 + 1 and section.table.iloc[0, -1].endswith("(n=1)")   # the paper's columns, then ours

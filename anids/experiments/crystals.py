@@ -2,7 +2,7 @@
 
 # %% ../../nbs/experiments/02_crystals.ipynb #bbc8eaa6
 from __future__ import annotations
-import json, math
+import json, math, warnings
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import ase.units
@@ -14,17 +14,17 @@ from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units,
                          resolve_pretrained)
 from ..train.cli import build_parser, load_sets
 from ..data.structures import validate_structures
-from ..method.noise import NOISE_METHODS
-from . import seed_table, run_jobs, write_results
+from ..method.noise import NOISE_METHODS, renamed_keywords
+from . import seed_table, run_jobs, write_results, check_budget, OLD_BUDGET_VALUES
 from .report import PAPER_TABLES, METHOD_NAMES, read_runs
 
 # %% auto #0
-__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'write_mlearn',
-           'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run',
-           'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup', 'first_test', 'crystal_summary',
-           'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace', 'mace_entry',
-           'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results', 'write_crystal_results',
-           'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
+__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS',
+           'QUANTITY_METRIC', 'write_mlearn', 'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup',
+           'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup',
+           'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame',
+           'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results',
+           'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -52,7 +52,10 @@ CRYSTAL_TABLES = {
 }
 "The paper's two materials tables: results kind (anids.experiments.report.RUN_SCHEMAS), the paper's recipe, data files, rows and columns."
 
-CRYSTAL_PRESETS = ("paper", "cpu", "tiny")
+CRYSTAL_BUDGETS = ("paper", "cpu", "demo")
+"""The budgets of a crystal table (`crystal_setup`): `paper` the paper's recipe and data, `cpu` the `mlearn-cpu` recipe on an
+mlearn element, `demo` the same at the backbone's `tiny` size (tests and smoke runs; the old name `tiny` still works)."""
+CRYSTAL_PRESETS = CRYSTAL_BUDGETS   # the old name, for one release
 CPU_RECIPE = "mlearn-cpu"
 RUN_LAYOUT = "{system}_{method}_s{seed}"
 "Run folders under `out_dir`, as `anids-train --out <out_dir>/Si_anids_s0` names them."
@@ -109,7 +112,7 @@ def pretrained_tag(pretrained) -> str:
 class CrystalSetup:
     "What one crystal table runs: recipe and settings, the files, and the names its runs and results go by."
     table: str                  # key of CRYSTAL_TABLES (which paper table it stands beside)
-    preset: str                 # paper | cpu | tiny
+    budget: str                 # paper | cpu | demo (CRYSTAL_BUDGETS)
     recipe: str                 # key of anids.train.RECIPES
     overrides: dict             # TrainConfig settings over the recipe's
     train_file: Path
@@ -128,6 +131,12 @@ class CrystalSetup:
     @property
     def backbone_preset(self) -> str: return self.config.preset
     @property
+    def preset(self) -> str:
+        "The old name of `budget` (one release; a preset is a backbone's size: `backbone_preset`)."
+        warnings.warn("CrystalSetup.preset is now CrystalSetup.budget; the old name works until the next release", FutureWarning,
+                      stacklevel=2)
+        return self.budget
+    @property
     def epochs_tag(self) -> str:
         "'_<n>ep' when the epochs are set instead of taken from the recipe (results and figures then get their own files), else ''."
         return f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
@@ -143,45 +152,51 @@ class CrystalSetup:
         return f"{self.kind}{mid}_{self.backbone}_{self.backbone_preset}{self.tag}"
     @property
     def figure_name(self) -> str:
-        """File name (no suffix) of the figure: `<table>_<preset>_<system>[_<backbone>_<size>][tag]`, the backbone and its
+        """File name (no suffix) of the figure: `<table>_<budget>_<system>[_<backbone>_<size>][tag]`, the backbone and its
         size named when they are not the recipe's (`oc22_cpu_Si_40ep`, `oc22_cpu_Si_painn_md17_40ep`): runs of another
         backbone or size never overwrite the recipe's figure."""
         base = RECIPES[self.recipe]
-        usual = (base["backbone"], "tiny" if self.preset == "tiny" else base["preset"])
+        usual = (base["backbone"], "tiny" if self.budget == "demo" else base["preset"])
         model = "" if (self.backbone, self.backbone_preset) == usual else f"_{self.backbone}_{self.backbone_preset}"
-        return f"{self.table}_{self.preset}_{self.system}{model}{self.tag}"
+        return f"{self.table}_{self.budget}_{self.system}{model}{self.tag}"
 
 def _check_files(train, tests: dict, how: str) -> None:
     missing = [str(p) for p in [train, *tests.values()] if not Path(p).is_file()]
     if missing: raise FileNotFoundError(f"missing data file(s): {', '.join(missing)}. {how}")
 
-def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si", backbone: str|None = None,
+def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si", backbone: str|None = None,
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
-                  device: str = "cpu", pretrained=None, backbone_preset: str|None = None, **overrides) -> CrystalSetup:
-    """The runs of a crystal table: `preset="paper"` is the paper's recipe on its data set (files in `paper_dir`),
+                  device: str = "cpu", pretrained=None, backbone_preset: str|None = None,
+                  **overrides) -> CrystalSetup:   # TrainConfig settings over the recipe's (`preset`: the old name of budget)
+    """The runs of a crystal table: `budget="paper"` is the paper's recipe on its data set (files in `paper_dir`),
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
-    `"tiny"` the same with the backbone's `tiny` preset (tests). `train_file` / `test_files` ({name: path}, or one
-    path) replace the preset's files. `backbone_preset`: the backbone's size instead of the recipe's (e.g. PaiNN `md17`,
-    128 features, for the cpu preset's `demo`, 64); it names the results (`mlearn_Si_painn_md17_...`). GeoMFormer,
+    `"demo"` the same with the backbone's `tiny` preset (tests and smoke runs; `"tiny"`, its old name, still works with a
+    FutureWarning). `train_file` / `test_files` ({name: path}, or one path) replace the budget's files. `backbone_preset`:
+    the backbone's size instead of the recipe's (e.g. PaiNN `md17`, 128 features, for the cpu budget's `demo`, 64); it
+    names the results (`mlearn_Si_painn_md17_...`). GeoMFormer,
     Equiformer and EquiformerV2 with conservative forces get `vector_norm_eps=1.0` unless `overrides` set it (a smooth
     energy at symmetric sites; `anids.method.model.force_smoothness`); PaiNN keeps the recipe's 1e-8 unless `vector_norm_eps` is
     given (1.0 makes it smooth too, and lowered the force MAE on mlearn Si with and without denoising). Raises
-    FileNotFoundError naming every missing file, ValueError for an unknown table, preset or backbone preset."""
+    FileNotFoundError naming every missing file, ValueError for an unknown table, budget or backbone preset."""
+    # `preset` was the budget's keyword (a backbone's size goes as backbone_preset)
+    if "preset" in overrides: budget = renamed_keywords({"preset": overrides.pop("preset")}, {"preset": "budget"}, "crystal_setup")["budget"]
     if table not in CRYSTAL_TABLES: raise ValueError(f"unknown table {table!r}; known: {list(CRYSTAL_TABLES)}")
-    if preset not in CRYSTAL_PRESETS: raise ValueError(f"unknown preset {preset!r}; use one of {CRYSTAL_PRESETS}")
+    budget = check_budget(budget, CRYSTAL_BUDGETS, "crystal_setup", OLD_BUDGET_VALUES)
     spec = CRYSTAL_TABLES[table]
-    recipe = spec.get("backbone_recipes", {}).get(backbone, spec["recipe"]) if preset == "paper" else CPU_RECIPE
+    recipe = spec.get("backbone_recipes", {}).get(backbone, spec["recipe"]) if budget == "paper" else CPU_RECIPE
     base = RECIPES[recipe]
     settings = dict(accelerator=device)
-    if preset == "tiny":
+    if budget == "demo":
         settings.update(preset="tiny", generator_preset="tiny")
     elif backbone is not None and backbone != base["backbone"]:
-        # another backbone at the recipe's scale: its presets of the same name (oc22 / mptrj) or demo and generator
-        settings.update(preset=base["preset"] if preset == "paper" else "demo",
-                        generator_preset=base.get("generator_preset", "generator") if preset == "paper" else "generator")
+        # another backbone at the budget's size: its presets of the same name (oc22 / mptrj) or demo and generator
+        settings.update(preset=base["preset"] if budget == "paper" else "demo",
+                        generator_preset=base.get("generator_preset", "generator") if budget == "paper" else "generator")
     if backbone is not None: settings["backbone"] = backbone
     if backbone_preset is not None:
-        if preset == "tiny": raise ValueError("the tiny preset sets the backbone's size itself; give backbone_preset with cpu or paper")
+        if budget == "demo":
+            raise ValueError("the demo budget sets the backbone's size itself (its tiny preset); give backbone_preset with the cpu "
+                             "or paper budget")
         settings["preset"] = backbone_preset
     from anids.nn.backbones import PRESETS
     bb = settings.get("backbone", base["backbone"])
@@ -201,14 +216,14 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
         settings["vector_norm_eps"] = 1.0
     if train_file is None:
         if test_files is not None: raise ValueError("test_files given without train_file; give both or neither")
-        if preset == "paper":
-            if paper_dir is None: raise ValueError(f"the paper preset reads its files from paper_dir: give the folder with "
+        if budget == "paper":
+            if paper_dir is None: raise ValueError(f"the paper budget reads its files from paper_dir: give the folder with "
                                                    f"{spec['paper_files']['train']} and {list(spec['paper_files']['tests'].values())}")
             d = Path(paper_dir)
             train, tests, how = d / spec["paper_files"]["train"], {k: d / v for k, v in spec["paper_files"]["tests"].items()}, spec["how"]
             system, dataset = spec["system"], spec["dataset"]
         else:
-            if mlearn_dir is None: raise ValueError("the cpu and tiny presets read the mlearn files from mlearn_dir (<mlearn_dir>/<element>/training.json)")
+            if mlearn_dir is None: raise ValueError("the cpu and demo budgets read the mlearn files from mlearn_dir (<mlearn_dir>/<element>/training.json)")
             d = Path(mlearn_dir) / element
             train, tests = d / "training.json", {"test": d / "test.json"}
             how = ("The mlearn elemental crystals (Zuo et al., J. Phys. Chem. A 124, 731 (2020)): the data/<element>/training.json "
@@ -220,15 +235,15 @@ def crystal_setup(table: str = "oc22", preset: str = "cpu", element: str = "Si",
         tests = {k: Path(v) for k, v in test_files.items()} if isinstance(test_files, dict) else {"test": Path(test_files)}
         if not tests: raise ValueError("test_files is empty")
         how = "Check the paths given as train_file / test_files."
-        system = element if preset != "paper" else spec["system"]
+        system = element if budget != "paper" else spec["system"]
         dataset = f"{train.name} (train), " + ", ".join(f"{p.name} ({k})" for k, p in tests.items())
     _check_files(train, tests, how)
-    kind = spec["kind"] if preset == "paper" else "mlearn"
+    kind = spec["kind"] if budget == "paper" else "mlearn"
     if isinstance(pretrained, dict):
         bad = [m for m in pretrained if m not in NOISE_METHODS]
         if bad: raise ValueError(f"pretrained names unknown methods {bad}; use {list(NOISE_METHODS)}")
-    return CrystalSetup(table, preset, recipe, settings, train, tests, system, dataset, kind,
-                        spec["stress_key"] if preset == "paper" else None, dict(overrides), pretrained)
+    return CrystalSetup(table, budget, recipe, settings, train, tests, system, dataset, kind,
+                        spec["stress_key"] if budget == "paper" else None, dict(overrides), pretrained)
 
 # %% ../../nbs/experiments/02_crystals.ipynb #8c5fd47c
 _RUN_ONLY = {"threads", "progress", "accelerator", "devices", "num_nodes", "strategy", "eval_batch_size",
@@ -664,7 +679,7 @@ def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mac
     threads = sorted({r.get("threads") for r in done if r.get("threads")})
     return _clean({
         "name": setup.results_name,
-        "description": (f"{setup.dataset}; recipe {setup.recipe} ({setup.preset} preset), {cfg.backbone} preset {cfg.preset}, "
+        "description": (f"{setup.dataset}; recipe {setup.recipe} ({setup.budget} budget), {cfg.backbone} preset {cfg.preset}, "
                         f"{', '.join(map(str, epochs))} epochs"
                         + "".join(f", {k} {v}" for k, v in sorted(setup.settings.items()))
                         + (f", started from pre-trained weights {_pretrained_words(setup.pretrained)}" if setup.pretrained else "")
@@ -672,7 +687,7 @@ def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mac
                         + (f" (also {', '.join(tests[1:])})" if len(tests) > 1 else "") + "; mean ± std over seeds"),
         "backbone": cfg.backbone, "preset": cfg.preset, "recipe": setup.recipe, "dataset": setup.dataset,
         "device": ", ".join(devices) or None, "threads": threads[0] if len(threads) == 1 else None,
-        "units": _UNITS[setup.kind], "table_of_paper": setup.table, "notebook_preset": setup.preset,
+        "units": _UNITS[setup.kind], "table_of_paper": setup.table, "budget": setup.budget,
         "runs": [_run_record(r, setup.kind, tests) for r in done],
         "missing": [{"method": r["method"], "seed": r["seed"], "run_dir": r["run_dir"], "note": r.get("note")}
                     for r in records if r["status"] == "missing"],

@@ -2,28 +2,70 @@
 
 # %% ../../nbs/experiments/01_protocols.ipynb #5aa8c780
 from __future__ import annotations
-import json, math, re, time
+import json, math, re, time, warnings
 from dataclasses import asdict, fields, replace
 from pathlib import Path
 import numpy as np
 import torch
 from ..data import datasets as D
 from ..train import RECIPES, make_config, fit
-from ..train.config import PRETRAIN_SCALES
+from ..train.config import PRETRAIN_BUDGETS, PRETRAIN_SCALES
+from ..method.noise import renamed_keywords
 from ..data.pretrain_data import load_qm9, load_pcqm4mv2
 from ..provenance import versions, repo_root
 from ..method.model import read_checkpoint
 
 # %% auto #0
-__all__ = ['PAPER_TABLE1', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS',
-           'PRETRAINING_LENGTHS', 'BENCHMARK_PRESETS', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
+__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'PAPER_TABLE1', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS',
+           'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS', 'BENCHMARK_PRESETS',
+           'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
            'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss',
            'training_curves', 'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study',
            'checkpoint_provenance', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation',
            'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
            'pretraining_length_gaps', 'length_gap_summary', 'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets',
            'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table',
-           'PRETRAIN_SCALES']
+           'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES']
+
+# %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
+BUDGETS = ("demo", "cpu", "paper")
+"""The experiment budgets, how big an experiment runs: `demo` (CPU minutes; the crystal tables' smallest, the backbones'
+tiny size, for tests and smoke runs), `cpu` (a laptop's version of a table), `paper` (the paper's setting)."""
+OLD_BUDGET_VALUES = {"tiny": "demo"}
+"Old names of budgets still read for a release (with a FutureWarning): the crystal tables' `tiny` is `demo`."
+MD17_BUDGETS = {"demo": "md17-demo", "paper": "md17-paper"}
+"The budgets of `run_md17` and the recipe (`anids.train.RECIPES`) each runs."
+
+def check_budget(budget: str,
+                 allowed,                        # the budgets `where` has (a tuple, or a dict keyed by them)
+                 where: str,                     # who asks (a function or notebook), for the message
+                 old_values: dict|None = None,   # {old name: budget} still read, with a FutureWarning (OLD_BUDGET_VALUES)
+                ) -> str:
+    """`budget` if `where` has it; an old name of an allowed budget (`old_values`) becomes that budget with a FutureWarning;
+    anything else is a ValueError listing the budgets of `where`. The one check (and message) of every experiment."""
+    allowed = tuple(allowed)
+    new = (old_values or {}).get(budget)
+    if budget not in allowed and new in allowed:
+        warnings.warn(f"{where}: budget {budget!r} is now {new!r}; the old name works until the next release", FutureWarning,
+                      stacklevel=3)
+        budget = new
+    if budget not in allowed: raise ValueError(f"unknown budget {budget!r} for {where}; use one of {' | '.join(allowed)}")
+    return budget
+
+def budget_parameter(budget: str|None,          # the notebook's `budget` parameter
+                     allowed=BUDGETS,           # the budgets the notebook has
+                     where: str = "this notebook",
+                     **old) -> str:             # the parameter's old name and value (scale=scale, or preset=preset): None unless given
+    """The budget of an experiment notebook from its papermill parameters. Papermill ignores a parameter the notebook
+    lacks, so the old name stays in the `parameters` cell (None) and is read here: given (not None), it is the budget,
+    with a FutureWarning naming `-p budget`; the old value `tiny` is `demo` (FutureWarning). Checked by `check_budget`."""
+    given = {k: v for k, v in old.items() if v is not None}
+    if len(given) > 1: raise ValueError(f"{where}: give the budget once (-p budget ...), not as {' and '.join(sorted(given))}")
+    for name, value in given.items():
+        warnings.warn(f"{where}: the parameter {name!r} is now 'budget' (-p budget {value}); the old name works until the "
+                      "next release", FutureWarning, stacklevel=2)
+        budget = value
+    return check_budget(budget, allowed, where, OLD_BUDGET_VALUES)
 
 # %% ../../nbs/experiments/01_protocols.ipynb #6619ccfd
 # Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
@@ -89,7 +131,7 @@ def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
              method: str = "anids",            # none | dens | denoisevae | anids-add | anids
              dataset: str = "bundled",         # bundled (offline GFN2-xTB) | md17 (original files)
-             scale: str = "demo",              # demo (CPU minutes) | paper (App. C table)
+             budget: str = "demo",             # demo (CPU minutes) | paper (App. C table): MD17_BUDGETS
              epochs: int|None = None,          # fine-tuning epochs (default: the recipe's)
              pretrain_epochs: int = 0,         # >0: Algorithm 1 on the training geometries instead of `pretrained`
              seed: int = 0,
@@ -97,23 +139,24 @@ def run_md17(molecule: str = "aspirin",
              device: str = "cpu",              # cpu | gpu
              out_dir: str|Path = "runs/md17",
              n_train: int = 950, n_val: int = 50, max_test: int|None = None,
-             progress: bool = True, **overrides) -> dict:
+             progress: bool = True,
+             **overrides) -> dict:             # TrainConfig settings over the recipe's (`scale`: the old name of budget)
     "Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number."
-    if scale not in ("demo", "paper"): raise ValueError(f"scale must be 'demo' or 'paper', got {scale!r}")
+    if "scale" in overrides: budget = renamed_keywords({"scale": overrides.pop("scale")}, {"scale": "budget"}, "run_md17")["budget"]
+    recipe = MD17_BUDGETS[check_budget(budget, MD17_BUDGETS, "run_md17")]
     t0 = time.time()
     sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
-    recipe = "md17-paper" if scale == "paper" else "md17-demo"
     settings = {}
     if backbone is not None and backbone != RECIPES[recipe]["backbone"]:
-        # another backbone at the recipe's scale: its own preset of the same name (md17 / demo)
-        settings.update(backbone=backbone, preset="md17" if scale == "paper" else "demo")
+        # another backbone at the recipe's budget: its own preset of the same name (md17 / demo)
+        settings.update(backbone=backbone, preset="md17" if budget == "paper" else "demo")
     if epochs is not None: settings["epochs"] = epochs
     settings.update(overrides)
-    out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{scale}_seed{seed}"
+    out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{budget}_seed{seed}"
     r = finetune_sets(sets, recipe, method, seed, pretrained, out_dir, pretrain_epochs, molecule, device, progress, **settings)
     cfg, metrics, pre_metrics = r["config"], r["metrics"], r["pretrain_metrics"]
-    return {"name": f"md17_finetune_{molecule}_{method}_{dataset}_{scale}",
-            "molecule": molecule, "method": method, "backbone": cfg.backbone, "dataset": dataset, "scale": scale,
+    return {"name": f"md17_finetune_{molecule}_{method}_{dataset}_{budget}",
+            "molecule": molecule, "method": method, "backbone": cfg.backbone, "dataset": dataset, "budget": budget,
             "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": r["pretrain_epochs"],
             "pretrained": r["pretrained"], "test": metrics["test"], "val": metrics["val"],
             "force_mae_kcal_mol_A": metrics["test"]["force_mae_kcal/mol/A"],
@@ -167,7 +210,7 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
 
 # %% ../../nbs/experiments/01_protocols.ipynb #890ec372
 # the pre-training budgets live with the recipes (anids.train.config); named here too, as before
-_all_ = ["PRETRAIN_SCALES"]
+_all_ = ["PRETRAIN_BUDGETS", "PRETRAIN_SCALES"]
 
 def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_val: int = 500, data_dir=None) -> tuple[list, list]:
     "Training and held-out structures (positions and elements only) of a pre-training data set."
@@ -182,19 +225,20 @@ def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_va
     return train, val
 
 def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | anids
-             scale: str = "demo",             # demo | paper (PRETRAIN_SCALES)
-             dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the scale's)
+             budget: str = "demo",            # demo | paper (PRETRAIN_BUDGETS)
+             dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the budget's)
              backbone: str|None = None, backbone_preset: str|None = None,
              steps: int|None = None, batch_size: int|None = None, seed: int = 0,
              device: str = "cpu", threads: int = 0, max_structures: int|None = None, n_val: int = 500,
              out_dir: str|Path = "runs/pretrain", checkpoint_dir: str|Path|None = None,
              sets: tuple[list, list]|None = None,  # (train, val) structures instead of loading `dataset`
              progress: bool = True, data_dir=None,
-             **overrides) -> dict:                # TrainConfig settings over the scale's (e.g. sigma_p, lambda_kl)
+             **overrides) -> dict:                # TrainConfig settings over the budget's (e.g. sigma_p, lambda_kl; `scale`: the old name of budget)
     "Algorithm 1 on equilibrium structures; writes the named checkpoint and its provenance; returns a summary."
-    if scale not in PRETRAIN_SCALES: raise ValueError(f"unknown pre-training scale {scale!r}; use {sorted(PRETRAIN_SCALES)}")
+    if "scale" in overrides: budget = renamed_keywords({"scale": overrides.pop("scale")}, {"scale": "budget"}, "pretrain")["budget"]
+    check_budget(budget, PRETRAIN_BUDGETS, "pretrain")
     if method == "none": raise ValueError("method 'none' has nothing to pre-train (it is the 'no pre-training' baseline)")
-    s = dict(PRETRAIN_SCALES[scale])
+    s = dict(PRETRAIN_BUDGETS[budget])
     s.update({k: overrides.pop(k) for k in ("sigma_p", "lambda_kl", "lambda_gamma", "lr", "grad_clip") if k in overrides})
     dataset, backbone = dataset or s["dataset"], backbone or s["backbone"]
     backbone_preset, steps, batch_size = backbone_preset or s["backbone_preset"], steps or s["steps"], batch_size or s["batch_size"]
@@ -217,7 +261,7 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
                   # the elements psi has learned: fine-tuning warns about the others (anids.train.unseen_elements)
                   "elements": torch.cat([s.z for s in train]).unique().tolist(),
                   "n_train": len(train), "n_val": len(val), "steps": steps, "batch_size": batch_size, "epochs": epochs,
-                  "scale": scale, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
+                  "budget": budget, "config": asdict(cfg), "train_time_s": m["train_time_s"], "wall_time_s": time.time() - t0,
                   "device": device, "threads": threads or torch.get_num_threads(), "final": last,
                   "versions": m["versions"],   # the code the pre-training ran: fit reads them when it starts
                   # windows with a rare, huge loss (one tail noise draw can spoil an unclipped pre-training)
@@ -584,9 +628,9 @@ def ablation_c_checkpoint(checkpoint_root, label: str, steps: int, batch_size: i
         raise ValueError(f"unknown Table 3 (c) variant {label!r}; available: {list(ABLATION_C_VARIANTS)}")
     from anids.train import pretrained_name
     ck = Path(checkpoint_root) / label
-    name = pretrained_name("qm9", "painn", preset or PRETRAIN_SCALES["demo"]["backbone_preset"], "anids")
+    name = pretrained_name("qm9", "painn", preset or PRETRAIN_BUDGETS["demo"]["backbone_preset"], "anids")
     prov_file = ck / name.replace(".pt", ".json")
-    want = {**{k: PRETRAIN_SCALES["demo"][k] for k in ("sigma_p", "lambda_kl")}, **ABLATION_C_VARIANTS[label]}
+    want = {**{k: PRETRAIN_BUDGETS["demo"][k] for k in ("sigma_p", "lambda_kl")}, **ABLATION_C_VARIANTS[label]}
     if prov_file.is_file():
         prov = json.loads(prov_file.read_text())
         have = {k: prov["config"][k] for k in want} | {"steps": prov["steps"], "batch_size": prov["batch_size"]}
@@ -764,14 +808,15 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
 
 
 # %% ../../nbs/experiments/01_protocols.ipynb #94f22108
-BENCHMARK_PRESETS = {
+BENCHMARK_BUDGETS = {
     "rmd17": {"paper": dict(recipe="rmd17-paper", pretrained="pcqm4mv2"),   # App. C rMD17 table; PCQM4Mv2 pre-training
               "cpu": dict(recipe="rmd17-cpu", pretrained="qm9")},           # PaiNN demo, the shipped QM9 weights
     # the paper gives no MD22 settings: its Equiformer row with the MD17 recipe (the authors' MD17 backbone)
     "md22": {"paper": dict(recipe="md17-paper", pretrained="pcqm4mv2"),
              "cpu": dict(recipe="md17-demo", pretrained="qm9")},
 }
-"Recipe and pre-trained weights of each table's presets (`run_benchmark(kind, preset=...)`)."
+"Recipe and pre-trained weights of each table's budgets (`run_benchmark(kind, budget=...)`)."
+BENCHMARK_PRESETS = BENCHMARK_BUDGETS   # the old name (the same dict), for one release
 
 def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
     te = te[:max_test] if max_test is not None else te
@@ -850,23 +895,29 @@ def write_benchmark(kind: str, runs: list[dict], path, description: str, code_ve
 def _safe(name: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_")
 
 def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds=(0, 1, 2),
-                  preset: str = "cpu",              # the table's preset: paper | cpu (BENCHMARK_PRESETS)
-                  pretrained: str|None = "preset",  # 'preset': the preset's weights; 'qm9', 'pcqm4mv2', a path, or None
+                  budget: str = "cpu",              # the table's budget: paper | cpu (BENCHMARK_BUDGETS)
+                  pretrained: str|None = "budget",  # 'budget': the budget's weights; 'qm9', 'pcqm4mv2', a path, or None
                   backbone_preset: str|None = None, # another preset of the recipe's backbone (e.g. 'tiny' for tests)
                   out_dir: str|Path = "runs/benchmark", results_path=None, description: str = "", dataset: str = "",
-                  device: str = "cpu", threads: int = 1, **settings) -> list[dict]:
-    """Methods x seeds of table `kind` ('rmd17' or 'md22', `BENCHMARK_PRESETS[kind][preset]`) on `make_sets(seed)`.
+                  device: str = "cpu", threads: int = 1,
+                  **settings) -> list[dict]:        # settings for the recipe (`preset`: the old name of budget)
+    """Methods x seeds of table `kind` ('rmd17' or 'md22', `BENCHMARK_BUDGETS[kind][budget]`) on `make_sets(seed)`.
 
     Everything that can fail before training is checked first: the data of the first seed (a missing data set raises
     with what to download and where to put it) and the pre-trained weights of every method. With `results_path` the
     results file is rewritten after every run (an interrupted table keeps what it finished). `settings` go to the recipe
-    (e.g. epochs, generator_preset, lr)."""
+    (e.g. epochs, generator_preset, lr; the backbone's size is `backbone_preset`)."""
     from anids.train import resolve_pretrained
-    if kind not in BENCHMARK_PRESETS: raise ValueError(f"unknown benchmark {kind!r}; known: {sorted(BENCHMARK_PRESETS)}")
-    if preset not in BENCHMARK_PRESETS[kind]: raise ValueError(f"unknown preset {preset!r} for {kind}; use {sorted(BENCHMARK_PRESETS[kind])}")
-    p = BENCHMARK_PRESETS[kind][preset]
+    # `preset` was the budget's keyword (a backbone's size goes as backbone_preset), `pretrained="preset"` its weights
+    if "preset" in settings: budget = renamed_keywords({"preset": settings.pop("preset")}, {"preset": "budget"}, "run_benchmark")["budget"]
+    if pretrained == "preset":
+        warnings.warn("run_benchmark(pretrained='preset') is now run_benchmark(pretrained='budget'); the old value works until "
+                      "the next release", FutureWarning, stacklevel=2)
+        pretrained = "budget"
+    if kind not in BENCHMARK_BUDGETS: raise ValueError(f"unknown benchmark {kind!r}; known: {sorted(BENCHMARK_BUDGETS)}")
+    p = BENCHMARK_BUDGETS[kind][check_budget(budget, BENCHMARK_BUDGETS[kind], f"run_benchmark({kind!r})")]
     recipe = p["recipe"]
-    pretrained = p["pretrained"] if pretrained == "preset" else pretrained
+    pretrained = p["pretrained"] if pretrained == "budget" else pretrained
     settings = {"accelerator": device, "threads": threads, **settings}
     if backbone_preset is not None: settings["preset"] = backbone_preset
     sets = {seeds[0]: make_sets(seeds[0])}
@@ -875,7 +926,7 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
         if method != "none" and pretrained is not None: resolve_pretrained(pretrained, cfg)
     cfg = make_config(recipe, **settings)
     context = dict(backbone=cfg.backbone, preset=cfg.preset, recipe=recipe, dataset=dataset or sets[seeds[0]]["info"]["dataset"],
-                   device=device, threads=threads, pretrained=pretrained, table_preset=preset,
+                   device=device, threads=threads, pretrained=pretrained, budget=budget,
                    settings={k: v for k, v in settings.items() if k not in ("accelerator", "threads")},
                    protocol=sets[seeds[0]]["info"].get("protocol"))
     runs, t0, started = [], time.time(), versions()   # the code that runs: a commit made meanwhile does not change it

@@ -11,8 +11,8 @@ from ..method.noise import NOISE_METHODS
 from ..nn.backbones import BACKBONES, backbone_class
 
 # %% auto #0
-__all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'PRETRAIN_SCALES',
-           'TrainConfig', 'make_config']
+__all__ = ['VECTOR_NORM_BACKBONES', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE', 'PRETRAIN_BUDGETS',
+           'PRETRAIN_SCALES', 'TrainConfig', 'make_config']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -208,7 +208,7 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
         cfg["warmup_epochs"] = min(cfg.get("warmup_epochs", TrainConfig.warmup_epochs), 0.1 * cfg["epochs"])
     return TrainConfig(**cfg)
 
-PRETRAIN_SCALES = {
+PRETRAIN_BUDGETS = {
     # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step)
     "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
                   lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0),
@@ -219,5 +219,6 @@ PRETRAIN_SCALES = {
     "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=3000, batch_size=32,
                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0, grad_clip=10.0),
 }
-"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(scale=...)`): the PCQM4Mv2 table (`paper`) and a
+"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`): the PCQM4Mv2 table (`paper`) and a
 CPU one on QM9 (`demo`)."""
+PRETRAIN_SCALES = PRETRAIN_BUDGETS   # the old name (the same dict), for one release

@@ -3,8 +3,8 @@
 Writes into DEST (default `build/docs/src`):
 
 * `index.md`: the README, with the notebook table linked to the notebook pages and the API pages;
-* `RESULTS.md`: what was measured, as the repository holds it (the README links into it), and `figures/`: the figures
-  these two pages show;
+* `RESULTS.md`: the index of what was measured, and `results/<study>.md`: one page per study (`docs/results/`, made
+  from the results files by `anids.experiments.report.write_study_pages`), and `figures/`: the figures these pages show;
 * `nbs/*.ipynb`: every notebook of `nbs/` with its stored content (nothing is executed): nbdev's directive lines
   (`#| export`, `#| default_exp`, ...) are stripped, cells marked `#| hide` are left out, as are cells left empty
   and front-matter cells (`---` blocks); `#| echo: false` drops a cell's source and `#| output: false` its outputs;
@@ -187,10 +187,19 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
         + toc("Guide and results", ["GUIDE", "RESULTS", "CHANGELOG"]) + toc("API", ["api/index"])) + "\n"
     write_if_changed(dest / "index.md", text)
+    # the index of the results (RESULTS.md), one page per study beside it in results/ (docs/results/ in the repository)
     results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md", "](index.md")
+    results = results.replace("](docs/results/", "](results/")
+    pages = sorted((ROOT / "docs" / "results").glob("*.md"))
+    results = results.rstrip("\n") + "\n" + "\n".join(toc("Studies", [f"results/{p.stem}" for p in pages])) + "\n"
     write_if_changed(dest / "RESULTS.md", results)
+    shown = text + results
+    for page in pages:   # figures are linked relative to the page: ../../figures in the repository, ../figures here
+        body = _table_math(page.read_text(encoding="utf-8")).replace("](../../figures/", "](../figures/")
+        write_if_changed(dest / "results" / page.name, body)
+        shown += body.replace("](../figures/", "](figures/")
     write_if_changed(dest / "CHANGELOG.md", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"))
-    return stage_figures(dest, text + results)
+    return stage_figures(dest, shown) | {dest / "results" / p.name for p in pages}
 
 
 def stage_figures(dest: Path, markdown: str) -> set[Path]:

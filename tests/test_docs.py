@@ -26,10 +26,15 @@ def test_staged_sources(tmp_path):
     guide = (tmp_path / "GUIDE.md").read_text()   # every notebook, linked to its page and its module's
     assert "[`method/01_noise`](nbs/method/01_noise.ipynb) | {py:mod}`anids.method.noise` |" in guide
     assert "[`train/04_fit`](nbs/train/04_fit.ipynb) | {py:mod}`anids.train.loop` |" in guide and "\nGUIDE\n" in index
-    # the results the README links to are a page of their own, in the table of contents
-    assert (tmp_path / "RESULTS.md").read_text().startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])
-    assert "](RESULTS.md#" in index and "\nRESULTS\n" in index
-    assert (tmp_path / "figures" / "compare_mace.png").is_file()   # shown by RESULTS.md
+    # the results: their index (RESULTS.md) in the table of contents, one page per study under results/ with its figures
+    results = (tmp_path / "RESULTS.md").read_text()
+    assert results.startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])
+    assert "](RESULTS.md)" in index and "\nRESULTS\n" in index and "](docs/results/" not in results
+    pages = sorted(p.name for p in (ROOT / "docs" / "results").glob("*.md"))
+    assert pages and sorted(p.name for p in (tmp_path / "results").glob("*.md")) == pages
+    assert all(f"](results/{p})" in results and f"\nresults/{p[:-3]}\n" in results for p in pages)
+    cpu = (tmp_path / "results" / "cpu-recipe-and-mace.md").read_text()
+    assert "](../figures/compare_mace.png)" in cpu and (tmp_path / "figures" / "compare_mace.png").is_file()
     for name in nbs:
         cells = json.loads((tmp_path / "nbs" / name).read_text())["cells"]
         assert cells and all(c["cell_type"] != "raw" for c in cells), name

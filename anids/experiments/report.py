@@ -10,14 +10,16 @@ import pandas as pd
 from ..data.units import force_factor
 
 # %% auto #0
-__all__ = ['PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED', 'MD17_COLUMNS', 'ABLATION_MAP',
-           'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'RECIPE_OF_TABLE', 'HPARAM_TABLES',
-           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'LATEX_PREAMBLE', 'PaperTable', 'paper_table', 'read_json',
-           'require', 'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed',
-           'md17_section', 'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section', 'mptrj_section',
-           'rmd17_section', 'md22_section', 'geometry_section', 'mlearn_section', 'compare_mace_section',
-           'pretrain_section', 'case_study_section', 'benchmark_section', 'headline_table', 'hparam_ours',
-           'hparam_section', 'Report', 'build_report', 'tex', 'report_figures']
+__all__ = ['PAPER_TABLE_KEYS', 'PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED',
+           'MD17_COLUMNS', 'ABLATION_MAP', 'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS',
+           'RECIPE_OF_TABLE', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'LATEX_PREAMBLE',
+           'STUDY_KEYS', 'PaperTable', 'paper_dirs', 'paper_tables_file', 'load_paper_tables', 'paper_table',
+           'read_json', 'require', 'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section',
+           'as_printed', 'md17_section', 'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section',
+           'mptrj_section', 'rmd17_section', 'md22_section', 'geometry_section', 'mlearn_section',
+           'compare_mace_section', 'pretrain_section', 'case_study_section', 'benchmark_section', 'headline_table',
+           'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex', 'report_figures', 'Study', 'load_studies',
+           'study_files', 'study_page', 'studies_index', 'write_study_pages']
 
 # %% ../../nbs/experiments/04_report.ipynb #0026de4c
 _MISSING = ("-", "--", "----", "—", "")
@@ -70,201 +72,92 @@ def _frame(rows: dict, columns, index_name: str) -> pd.DataFrame:
     df.index.name = index_name
     return df
 
-# %% ../../nbs/experiments/04_report.ipynb #0902bf04
-_T1_COLS = ["Aspirin", "Benzene", "Ethanol", "Malonaldehyde", "Naphthalene", "Salicylic Acid", "Toluene", "Uracil", "Avg"]
-_T1 = PaperTable(
-    "md17", "1",
-    "MAE for force prerdiction on MD17's test sets. Forces are reported in units of kcal/mol. Bold numbers indicate "
-    "the best performance. Green denotes relative improvement to the baseline.",
-    "force MAE (kcal/mol/Å), MD17 test sets (950 training and 50 validation structures per molecule)",
-    _frame({"SchNet":          "1.35 0.31 0.39 0.66 0.58 0.85 0.57 0.56 0.66",
-            "DimeNet":         "0.499 0.187 0.230 0.383 0.215 0.374 0.216 0.301 0.300",
-            "PaiNN":           "0.338 - 0.224 0.319 0.077 0.195 0.094 0.139 -",
-            "TorchMD-NET":     "0.253 0.196 0.109 0.169 0.061 0.129 0.067 0.095 0.135",
-            "NequIP (Lmax=3)": "0.184 - 0.071 0.129 0.039 0.090 0.046 0.076 -",
-            "SE(3)-DDM":       "0.453 - 0.166 0.288 0.129 0.266 0.122 0.122 -",
-            "Coord":           "0.211 0.169 0.096 0.139 0.053 0.109 0.058 0.074 0.114",
-            "Frad":            "0.209 0.199 0.091 0.1415 0.053 0.108 0.054 0.076 0.116",
-            "Slide":           "0.174 0.169 0.088 0.153 0.048 0.100 0.054 0.082 0.109",
-            "DeNS (Lmax=2)":   "0.131 0.141 0.060 0.101 0.039 0.085 0.044 0.076 0.085",
-            "DeNS (Lmax=3)":   "0.120 0.141 0.055 0.095 0.037 0.074 0.042 0.067 0.079",
-            "AniDS (Lmax=2)":  "0.102 0.139 0.050 0.084 0.036 0.064 0.038 0.062 0.072"}, _T1_COLS, "Model"),
-    highlighted="AniDS (Lmax=2)", improvement_over="DeNS (Lmax=3)",
-    improvements=dict(zip(_T1_COLS, "+15.0% +1.4% +9.1% +11.6% +2.7% +13.5% +9.5% +7.5% +8.9%".split())))
+# %% ../../nbs/experiments/04_report.ipynb #394d8732
+PAPER_TABLE_KEYS = ("key", "number", "caption", "quantity", "kind", "index_name", "columns", "rows", "highlighted",
+                    "improvement_over", "improvements", "note")
+"The fields of a `[[table]]` in data/paper/tables.toml (the file's header says what each one holds)."
 
-# %% ../../nbs/experiments/04_report.ipynb #a34fb686
-_E, _F = "Energy E-MAE (meV)", "Force F-MAE (meV/Å)"
-_T2_COLS = [("Params", ""), (_E, "ID"), (_E, "OOD"), (_E, "Avg"), (_F, "ID"), (_F, "OOD"), (_F, "Avg")]
-_T2 = PaperTable(
-    "oc22", "2", "Performance comparison on OC22's S2EF-Total validation set.",
-    "energy MAE (meV) and force MAE (meV/Å) on OC22's S2EF-Total validation set, in distribution (ID) and out of it (OOD)",
-    _frame({"GemNet-OC":                   "39M 545 1011 778 30.0 40.0 35.0",
-            "GemNet-OC (OC20+OC22)":       "39M 464 859 661.5 27.0 34.0 30.5",
-            "E2former":                    "67M 491 724 607.5 25.98 36.45 31.22",
-            "EquiformerV2":                "122M 433.0 629.0 531 22.88 30.70 26.79",
-            "EquiformerV2 + DeNS":         "127M 391.6 533.0 462.3 20.66 27.11 23.89",
-            "EquiformerV2 + AniDS (ours)": "129M 370.0 525.4 447.7 19.53 25.27 22.4"}, _T2_COLS, "Model"),
-    highlighted="EquiformerV2 + AniDS (ours)", improvement_over="EquiformerV2 + DeNS",
-    improvements=dict(zip(_T2_COLS[1:], "+5.5% +1.4% +3.2% +5.5% +6.8% +6.2%".split())))
+def paper_dirs() -> list[Path]:
+    "Where the paper's tables are looked for: `<repo>/data/paper`, then the install's share/anids/data/paper."
+    import site, sys
+    from anids.provenance import repo_root
+    dirs = [repo_root() / "data" / "paper"] if repo_root() is not None else []
+    return dirs + [Path(sys.prefix) / "share" / "anids" / "data" / "paper",
+                   Path(site.getuserbase()) / "share" / "anids" / "data" / "paper"]
 
-# %% ../../nbs/experiments/04_report.ipynb #d049ef74
-_T3_CAPTION = ("Ablation Studies on the Aspirin dataset of MD17. (a) Comparison of different denoising methods under the "
-               "pre-train-fine-tune scheme. (b) Comparison of different denoising methods under the pre-train-fine-tune scheme. "
-               "Standard supervised fine-tuning is used without AniDS as an auxiliary task. (c) Hyperparameter analysis under "
-               "the pre-train and fine-tune scheme.")
-_T3_QTY = "F(MAE): force MAE on MD17 aspirin (no unit printed; kcal/mol/Å as in Table 1)"
-_T3_ROWS = ["EqV2-No pre-train", "EqV2-DeNS", "EqV2-DenoiseVAE", "EqV2-AniDS-add", "EqV2-AniDS"]
-_T3a = PaperTable("ablation_a", "3 (a)", _T3_CAPTION + " [(a) Pre-train and Fine-tune]", _T3_QTY,
-                  _frame(dict(zip(_T3_ROWS, "0.1929 0.1178 0.1143 0.1128 0.1118".split())), ["F(MAE)"], "Model"),
-                  highlighted="EqV2-AniDS")
-_T3b = PaperTable("ablation_b", "3 (b)", _T3_CAPTION + " [(b) w/o Auxiliary Fine-tuning]", _T3_QTY,
-                  _frame(dict(zip(_T3_ROWS, "0.1929 0.1424 0.1400 0.1389 0.1369".split())), ["F(MAE)"], "Model"),
-                  highlighted="EqV2-AniDS")
-_T3c = PaperTable("ablation_c", "3 (c)", _T3_CAPTION + " [(c) Hyperparameters]", _T3_QTY,
-                  _frame({r"$\sigma_p=0.5$": ["0.13018"], r"$\sigma_p=0.1$": ["0.11180"], r"$\sigma_p=0.05$": ["0.11594"],
-                          r"$\lambda_{\text{KL}}=1.5$": ["0.11714"], r"$\lambda_{\text{KL}}=1.0$": ["0.11180"],
-                          r"$\lambda_{\text{KL}}=0.5$": ["0.11461"]}, ["F(MAE)"], "EqV2"),
-                  note="sigma_p = 0.1 and lambda_KL = 1.0 are the same run (the default EqV2-AniDS of (a)).")
+def paper_tables_file(name: str = "tables.toml") -> Path:
+    "The first `name` found in `paper_dirs()`; an error saying where it was looked for if there is none."
+    path = next((d / name for d in paper_dirs() if (d / name).is_file()), None)
+    if path is None: raise FileNotFoundError(f"no {name} in {[str(d) for d in paper_dirs()]}")
+    return path
 
-# %% ../../nbs/experiments/04_report.ipynb #cd6d267f
-_T4_COLS = ["Params", "Energy (eV)", "Force (eV/Å)", "Stress (eV/Å³)"]
-_T4 = PaperTable(
-    "mptrj_alexandria", "4", "MAE comparison between models trained on MPtrj and tested on the ALEXANDRIA set.",
-    "MAE of energy (eV), force (eV/Å) and stress (eV/Å³) on 15k random ALEXANDRIA structures, models trained on MPtrj",
-    _frame({"DPA3-v2-MPtrj":               "4.92M 0.2738 0.0207 0.0035",
-            "MACE-MP-0":                   "4.69M 0.4939 0.0256 0.0046",
-            "EquiformerV2 + DeNS":         "31M 0.2729 0.0134 0.0018",
-            "GeoMFormer + AniDS":          "3M 0.3030 0.0211 ----",
-            "EquiformerV2 + AniDS (ours)": "34M 0.2679 0.0124 0.0016"}, _T4_COLS, "Model"),
-    highlighted="EquiformerV2 + AniDS (ours)", improvement_over="EquiformerV2 + DeNS",
-    improvements=dict(zip(_T4_COLS[1:], "+1.83% +7.5% +11.1%".split())))
+def _paper_table(raw: dict, where: str) -> PaperTable:
+    "One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table)."
+    unknown = sorted(set(raw) - set(PAPER_TABLE_KEYS))
+    if unknown: raise ValueError(f"{where}: unknown keys {unknown}; known: {list(PAPER_TABLE_KEYS)}")
+    missing = [k for k in ("key", "number", "caption", "quantity", "index_name", "columns", "rows") if k not in raw]
+    if missing: raise ValueError(f"{where}: lacks {missing}")
+    text = [k for k in raw if k not in ("columns", "rows", "improvements") and not isinstance(raw[k], str)]
+    if text: raise ValueError(f"{where}: {text} must be strings")
+    if raw.get("kind", "results") not in ("results", "hyperparameters"):
+        raise ValueError(f"{where}: kind {raw['kind']!r} is neither 'results' nor 'hyperparameters'")
+    cols = [tuple(c) if isinstance(c, list) else c for c in raw["columns"]]
+    if not cols or not (all(isinstance(c, str) for c in cols) or all(isinstance(c, tuple) and len(c) == 2 for c in cols)):
+        raise ValueError(f"{where}: columns must be names, or [upper, lower] pairs for all of them")
+    rows = raw["rows"]
+    if not isinstance(rows, dict) or not rows:
+        raise ValueError(f"{where}: rows must be a [table.rows] of 'row label' = [cells]")
+    for r, cells in rows.items():
+        if not isinstance(cells, list) or len(cells) != len(cols):
+            n = len(cells) if isinstance(cells, list) else "not a list of"
+            raise ValueError(f"{where}, row {r!r}: {n} cells for {len(cols)} columns {cols}")
+        if not all(isinstance(c, str) for c in cells):
+            raise ValueError(f"{where}, row {r!r}: cells {[c for c in cells if not isinstance(c, str)]} are not strings "
+                             "(quote every cell as printed: '0.300', not 0.300)")
+    if "highlighted" in raw and raw["highlighted"] not in rows and raw["highlighted"] not in cols:
+        raise ValueError(f"{where}: highlighted {raw['highlighted']!r} is neither a row nor a column")
+    if "improvement_over" in raw and raw["improvement_over"] not in rows:
+        raise ValueError(f"{where}: improvement_over {raw['improvement_over']!r} is not a row")
+    imp = raw.get("improvements", [])
+    if imp and (len(imp) != len(cols) or not all(isinstance(p, str) for p in imp)):
+        raise ValueError(f"{where}: improvements must be {len(cols)} strings, one per column ('' where none is printed)")
+    if imp and not ("highlighted" in raw and "improvement_over" in raw):
+        raise ValueError(f"{where}: improvements need highlighted and improvement_over")
+    return PaperTable(raw["key"], raw["number"], raw["caption"], raw["quantity"], _frame(rows, cols, raw["index_name"]),
+                      kind=raw.get("kind", "results"), highlighted=raw.get("highlighted"),
+                      improvements={c: p for c, p in zip(cols, imp) if p}, improvement_over=raw.get("improvement_over"),
+                      note=raw.get("note", ""))
 
-# %% ../../nbs/experiments/04_report.ipynb #078f701b
-_T6 = PaperTable(
-    "rmd17", "6", "Force MAE (meV/Å) on rMD17 datasets. Lower is better.",
-    "force MAE (meV/Å), rMD17, 50 training structures per molecule",
-    _frame({"NequIP":                          "52.0 2.9 15.1 40.1",
-            "MACE":                            "43.9 2.7 12.1 25.9",
-            "ICTP":                            "40.19 2.45 11.24 25.97",
-            "EquiformerV2":                    "71.40 3.92 19.28 50.45",
-            "EquiformerV2 + DeNS":             "45.52 2.28 11.37 34.46",
-            "EquiformerV2 + AniDS (Ours)":     "40.21 2.31 10.7 28.8"},
-           ["Aspirin", "Benzene", "Toluene", "Uracil"], "Model"),
-    highlighted="EquiformerV2 + AniDS (Ours)")
-_T7_COLS = ["ICTP", "ViSNet-LSRM", "MACE", "Allegro", "TorchMD-Net", "sGDML", "Equiformer", "Equiformer + AniDS (Ours)"]
-_T7 = PaperTable(
-    "md22", "7", "Performance comparison on the AT--AT--CG--CG dataset.",
-    "AT-AT-CG-CG of MD22 (no quantity named; force MAE in meV/Å in the cited works)",
-    _frame({"AT--AT--CG--CG": "3.37 4.61 5.00 5.55 14.13 30.36 5.43 3.22"}, _T7_COLS, "Dataset"),
-    highlighted="Equiformer + AniDS (Ours)", note="the paper's own model is a column here, not a row")
-
-# %% ../../nbs/experiments/04_report.ipynb #84d34374
-_T16 = PaperTable(
-    "geometry_optimisation", "16", "Comparison of RMSD improvement across different denoising strategies.",
-    "RMSD improvement (no unit printed; Å) on 15 MD17 aspirin structures, EquiformerV2 force fields, PBE-D3BJ/def2-SVP reference",
-    _frame({**{str(i + 1): v for i, v in enumerate([
-                "0.0829 0.0788 0.0653", "0.0650 0.0655 0.0650", "0.2911 0.2895 0.2869", "0.1883 0.1879 0.1808",
-                "0.1830 0.1827 0.1827", "0.0668 0.0664 0.0663", "0.1083 0.1075 0.1083", "0.0925 0.0926 0.0922",
-                "0.2478 0.2445 0.2589", "0.0741 0.0821 0.0819", "0.0887 0.0886 0.0893", "0.0637 0.0637 0.0673",
-                "0.1197 0.1167 0.1185", "0.1441 0.1438 0.1438", "0.0876 0.0868 0.0862"])},
-            "Average": "0.1269 0.1265 0.1262"}, ["AniDS", "DeNS", "No Denoising"], "Structure Index"))
-_T17 = PaperTable(
-    "computational_cost", "17",
-    "Model size and per-epoch training time on rMD17 (Aspirin, 50 train) on single NVIDIA H100 GPU.",
-    "number of parameters and training time per epoch (s), EquiformerV2, rMD17 aspirin, 50 training structures, one H100",
-    _frame({"EqV2 (No Noise)":      "6.35M 6.2",
-            "EqV2 + DeNS":          "6.35M 6.9",
-            "EqV2 + DenoiseVAE":    "7.20M 7.3",
-            "EqV2 + AniDS (Ours)":  "7.36M 7.3"}, ["#Parameters", "Training Time per Epoch (s)"], "Method"),
-    highlighted="EqV2 + AniDS (Ours)")
-
-# %% ../../nbs/experiments/04_report.ipynb #3828d6f4
-def _hp(key, number, caption, rows, columns, index_name="Hyper-parameters", note=""):
-    return PaperTable(key, number, caption, "settings", _frame(rows, columns, index_name), kind="hyperparameters", note=note)
-
-_ADAMW, _COS = "AdamW", "Cosine"
-_T5 = _hp("pcqm4mv2_hparams", "5", "Hyper-parameters for PCQM4Mv2 pretrain.", {
-    "Optimizer": [_ADAMW], "Learning rate scheduling": [_COS], "Warmup steps": ["4000"],
-    "Maximum learning rate": [r"$4 \times 10^{-4}$"], "Batch size (per GPU)": ["40"], "Number of steps": ["40000"],
-    "Weight decay": ["$0.0$"], "Noise Generator layer": ["2"], r"Prior distribution $\sigma_{p}$": ["0.1"],
-    r"KL loss coefficient $\lambda_{kl}$": ["1.0"], r"Regularizer weight $\lambda_{\gamma}$": ["1.0"]},
-    ["Value or description"], note="4 NVIDIA A100 GPUs (App. C text)")
-_MD17_HP_COLS = ["Aspirin", "Benzene", "Ethanol", "Malonaldehyde", "Naphthalene", "Salicylic acid", "Toluene", "Uracil"]
-def _same(v, n=8): return [v] * n
-_T8 = _hp("md17_hparams", "8", "Hyper-parameters for fine-tuning on MD17 dataset.", {
-    "Optimizer": _same(_ADAMW), "Learning rate scheduling": _same(_COS), "Warm epochs": _same("10"),
-    "Weight decay": _same("1e-6"), "Epochs": _same("1500"),
-    "Learning rate": "5e-4 1e-4 5e-4 5e-4 5e-4 5e-4 5e-4 5e-4", "Batch size": _same("8"), "Ema decay": _same("0.999"),
-    r"Energy coefficient $\lambda_E$": "1 1 1 1 2 1 1 1", r"Force coefficient $\lambda_F$": "80 80 80 100 20 80 80 20",
-    r"Probability of optimizing AniDS $p_{AniDS}$": "0.25 0.25 0.25 0.25 0.25 0.25 0.125 0.25",
-    r"Denoise coefficient $\lambda_{Denoise}$": _same("5"), r"Corruption ratio $r_{AniDS}$": _same("0.25")},
-    _MD17_HP_COLS, "Hyper-parameter")
-_T9 = _hp("rmd17_hparams", "9", "Hyper-parameters for fine-tuning on rMD17 dataset.", {
-    "Optimizer": _same(_ADAMW, 4), "Learning rate scheduling": _same(_COS, 4), "Warm epochs": _same("10", 4),
-    "Weight decay": _same("1e-6", 4), "Epochs": _same("2000", 4), "Learning rate": "2e-4 1e-4 2e-4 2e-4",
-    "Batch size": _same("2", 4), r"Energy coefficient $\lambda_E$": _same("1", 4),
-    r"Force coefficient $\lambda_F$": "80 80 80 20", r"Probability of optimizing AniDS $p_{AniDS}$": "0.25 0.25 0.125 0.25",
-    r"Denoise coefficient $\lambda_{Denoise}$": _same("5", 4), r"Corruption ratio $r_{AniDS}$": _same("0.25", 4)},
-    ["Aspirin", "Benzene", "Toluene", "Uracil"], "Hyper-parameter")
-_COS_WARM = "Cosine learning rate with linear warmup"
-_T10 = _hp("oc22_hparams", "10", "Hyper-parameters for OC22 dataset.", {
-    "Optimizer": [_ADAMW], "Learning rate scheduling": [_COS_WARM], "Warmup epochs": ["0.002"],
-    "Maximum learning rate": [r"$4 \times 10^{-5}$"], "Batch size (per gpu)": ["2"], "Number of epochs": ["1"],
-    "Weight decay": [r"$1 \times 10^{-3}$"], "Dropout rate": ["0.1"], "Stochastic depth": ["0.1"],
-    r"Energy coefficient $\lambda_E$": ["4"], r"Force coefficient $\lambda_F$": ["100"],
-    "Gradient clipping norm threshold": ["50"], "Model EMA decay": ["0.999"],
-    r"Probability of optimizing AniDS $p_{AniDS}$": ["0.5"], r"Denoise coefficient $\lambda_{Denoise}$": ["25"],
-    r"KL loss coefficient $\lambda_{KL}$": ["5"], r"Prior distribution $\sigma_{p}$": ["0.15"],
-    r"Corruption ratio $r_{AniDS}$": ["0.5"], r"Regularizer weight $\lambda_{\gamma}$": ["0.0"]},
-    ["Value or description"], note="4 NVIDIA A100 GPUs (80G); KL-only warm-up until the KL loss stays below 2.0 (App. C text)")
-_MODEL_COLS = ["Noise Generator", "Denoising Autoencoder"]
-_T11 = _hp("oc22_model", "11", "Model hyper-parameters for OC22 dataset.", {
-    "Cutoff radius (Å)": "12 12", "Maximum number of neighbors": "20 20", "Number of radial bases": "32 600",
-    r"Dimension of hidden scalar features in radial functions $d_{edge}$": ["(0, 64)", "(0, 128)"],
-    r"Maximum degree $L_{max}$": "2 6", r"Maximum order $M_{max}$": "2 2", "Number of Transformer blocks": "4 18",
-    r"Embedding dimension $d_{embed}$": ["(2, 64)", "(6, 128)"],
-    r"$f_{ij}^{(L)}$ dimension $d_{attn\_hidden}$": ["(2, 32)", "(6, 64)"], "Number of attention heads $h$": "4 8",
-    r"$f_{ij}^{(0)}$ dimension $d_{attn\_alpha}$": ["(0, 32)", "(0, 64)"],
-    r"Value dimension $d_{attn\_value}$": ["(2, 8)", "(6, 16)"],
-    r"Hidden dimension in feed forward networks $d_{ffn}$": ["(2, 64)", "(6, 128)"],
-    "Resolution of point samples $R$": "14 18"}, _MODEL_COLS, "Model Hyper-parameters")
-_T12 = _hp("mptrj_eqv2_hparams", "12", "Hyper-parameters for MPtrj dataset (EqV2).", {
-    "Optimizer": [_ADAMW], "Learning rate scheduling": [_COS_WARM], "Warmup epochs": ["0.1"],
-    "Maximum learning rate": [r"$5 \times 10^{-5}$"], "Batch size (per gpu)": ["3"], "Number of epochs": ["7"],
-    "Weight decay": [r"$1 \times 10^{-3}$"], r"Energy coefficient $\lambda_E$": ["5"], r"Force coefficient $\lambda_F$": ["20"],
-    r"stress isotropic coefficient $\lambda_{S\_iso}$": ["5"], r"stress anisotropic coefficient $\lambda_{S\_ani}$": ["5"],
-    r"Probability of optimizing AniDS $p_{AniDS}$": ["0.5"], r"Denoise coefficient $\lambda_{Denoise}$": ["10"],
-    r"KL loss coefficient $\lambda_{KL}$": ["10"], r"Prior distribution $\sigma_{p}$": ["0.1"],
-    r"Corruption ratio $r_{AniDS}$": ["1.0"], r"Regularizer weight $\lambda_{\gamma}$": ["0.0"]},
-    ["Value or description"], note="8 NVIDIA A100 GPUs (40GB), continued training of eqV2-S-DeNS (App. C text)")
-_T13 = _hp("mptrj_eqv2_model", "13", "Model hyper-parameters for MPtrj dataset (EqV2).", {
-    "Cutoff radius (Å)": "12 12", "Maximum number of neighbors": "20 20",
-    r"Dimension of hidden scalar features in radial functions $d_{edge}$": ["(0, 64)", "(0, 128)"],
-    r"Maximum degree $L_{max}$": "4 4", r"Maximum order $M_{max}$": "2 2", "Number of Transformer blocks": "2 8",
-    r"Embedding dimension $d_{embed}$": ["(4,32)", "(4, 128)"],
-    r"$f_{ij}^{(L)}$ dimension $d_{attn\_hidden}$": ["(4, 32)", "(4, 64)"], "Number of attention heads $h$": "4 8",
-    r"$f_{ij}^{(0)}$ dimension $d_{attn\_alpha}$": ["(0, 32)", "(0, 64)"],
-    r"Value dimension $d_{attn\_value}$": ["(4, 8)", "(4, 16)"],
-    r"Hidden dimension in feed forward networks $d_{ffn}$": ["(4, 64)", "(4, 128)"],
-    "Resolution of point samples $R$": "18 18"}, _MODEL_COLS, "Model Hyper-parameters")
-_T14 = _hp("mptrj_geomformer_hparams", "14", "Hyper-parameters for MPtrj dataset (GeoMFormer).", {
-    "Optimizer": ["Adam"], "Learning rate scheduling": ["linear"], "Warmup epochs": ["1"],
-    "Maximum learning rate": [r"$2 \times 10^{-4}$"], "Batch size (per gpu)": ["40"], "Number of epochs": ["50"],
-    r"Energy coefficient $\lambda_E$": ["1"], r"Force coefficient $\lambda_F$": ["1"],
-    r"Probability of optimizing AniDS $p_{AniDS}$": ["0.25"], r"Denoise coefficient $\lambda_{Denoise}$": ["0.8"],
-    r"KL loss coefficient $\lambda_{KL}$": ["1e-3"], r"Prior distribution $\sigma_{p}$": ["0.05"],
-    r"Corruption ratio $r_{AniDS}$": ["0.25"], r"Regularizer weight $\lambda_{\gamma}$": ["0.0"]},
-    ["Value or description"], note="GeoMFormer trained from scratch on MPtrj, 8 NVIDIA A100 GPUs (40GB) (App. C text)")
-_T15 = _hp("mptrj_geomformer_model", "15", "Model hyper-parameters for MPtrj dataset (GeoMFormer).", {
-    "Cutoff radius (Å)": "5 5", "Maximum number of expanded atoms": "256 256", "Number of radial bases": "10 10",
-    "Number of Transformer layers": "2 6", r"Embedding dimension $d_{embed}$": "128 128",
-    "Number of attention heads $h$": "8 8", r"Hidden dimension in feed forward networks $d_{ffn}$": "128 128"},
-    _MODEL_COLS, "Model Hyper-parameters")
+def load_paper_tables(path) -> dict[str, PaperTable]:
+    """The paper's tables in a TOML file (one `[[table]]` each; the format is data/paper/tables.toml's header) as
+    {key: PaperTable}, in the file's order. Checked, with errors that name the file and the table: no unknown and no
+    missing field, as many cells in every row as there are columns, every cell a string, unique keys, and
+    `highlighted`, `improvement_over` and `improvements` that fit the table."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:   # Python 3.10
+        import tomli as tomllib
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"no paper tables file {path}")
+    try:
+        raws = tomllib.loads(path.read_text(encoding="utf-8")).get("table", [])
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{path} is not valid TOML: {e}") from None
+    out = {}
+    for i, raw in enumerate(raws):
+        where = f"{path}, table {i + 1} ({raw.get('key', 'no key')!r})"
+        t = _paper_table(raw, where)
+        if t.key in out: raise ValueError(f"{where}: key {t.key!r} repeats table {list(out).index(t.key) + 1}")
+        out[t.key] = t
+    if not out: raise ValueError(f"{path} holds no [[table]]")
+    return out
 
 # %% ../../nbs/experiments/04_report.ipynb #eecd90b3
-PAPER_TABLES: dict[str, PaperTable] = {t.key: t for t in (
-    _T1, _T2, _T3a, _T3b, _T3c, _T4, _T5, _T6, _T7, _T8, _T9, _T10, _T11, _T12, _T13, _T14, _T15, _T16, _T17)}
-"Every table of the paper, by key, in the paper's order."
+PAPER_TABLES: dict[str, PaperTable] = load_paper_tables(paper_tables_file())
+"Every table of the paper, by key, in the paper's order (from data/paper/tables.toml)."
+
+_E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
+"Table 2's column groups, energy and force (the OC22 section names its columns with them)."
 
 def paper_table(key: str) -> PaperTable:
     "The paper's table `key` (see `PAPER_TABLES`)."
@@ -510,9 +403,9 @@ def md17_section(results_dir) -> Section:
         if d["molecule"] not in MD17_COLUMNS:
             raise ValueError(f"results file {f.name}: unknown MD17 molecule {d['molecule']!r}; known: {list(MD17_COLUMNS)}")
         cfg = d.get("config") or {}
-        scale = d.get("scale") or d.get("preset")
+        budget = d.get("budget") or d.get("scale") or d.get("preset")   # scale / preset: its names before 0.2
         backbone, preset = d.get("backbone", cfg.get("backbone")), cfg.get("preset", d.get("preset"))
-        recipe = {"demo": "md17-demo", "paper": "md17-paper"}.get(scale, "not recorded")
+        recipe = {"demo": "md17-demo", "paper": "md17-paper"}.get(budget, "not recorded")
         data = "bundled GFN2-xTB data" if d["dataset"] == "bundled" else f"{d['dataset']} data"
         label = f"ours: {run_label({'backbone': backbone, 'preset': preset, 'method': d['method']})}, {data}"
         groups.setdefault(label, {}).setdefault(d["molecule"], []).append((d["seed"], d["force_mae_kcal_mol_A"], f.name))
@@ -522,7 +415,7 @@ def md17_section(results_dir) -> Section:
         pre = (f"Algorithm 1 for {d['pretrain_epochs']} epochs on the training geometries" if d.get("pretrain_epochs")
                else Path(str(d["pretrained"])).name if d.get("pretrained") else "no")
         what = (f"{d['molecule']}, {d['dataset']} data ({info.get('n_frames', '?')} frames; test {test} structures), "
-                f"{backbone} preset {preset}, recipe {recipe} (scale {scale}), {cfg.get('epochs', '?')} fine-tuning epochs, "
+                f"{backbone} preset {preset}, recipe {recipe} (budget {budget}), {cfg.get('epochs', '?')} fine-tuning epochs, "
                 f"pre-training: {pre}")
         prov.append(_ours_line(f.name, what, [d["seed"]], machine_of(d), _short_rev(d)))
         files.append(f.name)
@@ -1238,7 +1131,7 @@ class Report:
 REPORT_TITLE = "The paper's tables with our numbers beside them"
 REPORT_INTRO = ("Made by `nbs/report.ipynb` (`anids.experiments.report.build_report`) from the results files in `{results_dir}/`. "
                 "The paper: AniDS (NeurIPS 2025); its tables are numbered in the order of its LaTeX source and transcribed cell by cell "
-                "(`anids.experiments.report.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
+                "(`data/paper/tables.toml`, read into `anids.experiments.report.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
                 "`ours`, mean ± std over seeds with the number of seeds n. A table whose results file does not exist says "
                 "`not run yet` on our side. Below each table: which data, preset or recipe, seeds and machine produced our numbers.")
 REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"
@@ -1443,3 +1336,119 @@ def report_figures(report: Report, figures_dir, dpi: int = 100) -> dict:
             save(fig, "geometry_optimisation")
     report.figures.update(made)
     return made
+
+# %% ../../nbs/experiments/04_report.ipynb #8f5e74b7
+@dataclass
+class Study:
+    "One study's page: the hand-written summary and the commands, and which results files, sections and figures it shows."
+    slug: str
+    title: str
+    summary: str
+    commands: list
+    results: list                                  # glob patterns under results/
+    sections: list = field(default_factory=list)   # Section keys to show (empty: every section its files fill)
+    figures: list = field(default_factory=list)    # more figures (file names under figures/)
+
+STUDY_KEYS = ("slug", "title", "summary", "commands", "results", "sections", "figures")
+
+def load_studies(path) -> list[Study]:
+    "The studies of a TOML file (one `[[study]]` each), checked: known keys, unique slugs, a summary and a command each."
+    import tomllib
+    path = Path(path)
+    if not path.is_file(): raise FileNotFoundError(f"no studies file {path}")
+    out = []
+    for i, raw in enumerate(tomllib.loads(path.read_text(encoding="utf-8")).get("study", [])):
+        unknown, missing = set(raw) - set(STUDY_KEYS), {"slug", "title", "summary", "commands", "results"} - set(raw)
+        if unknown or missing:
+            raise ValueError(f"{path}: study {i} ({raw.get('slug', '?')}) has unknown keys {sorted(unknown)} or lacks {sorted(missing)}")
+        if not re.fullmatch(r"[a-z0-9-]+", raw["slug"]): raise ValueError(f"{path}: slug {raw['slug']!r} is not lower-case words and dashes")
+        if not raw["summary"].strip() or not raw["commands"]: raise ValueError(f"{path}: study {raw['slug']!r} needs a summary and a command")
+        out.append(Study(**raw))
+    slugs = [s.slug for s in out]
+    if len(set(slugs)) != len(slugs): raise ValueError(f"{path}: slugs repeat: {sorted(s for s in slugs if slugs.count(s) > 1)}")
+    if not out: raise ValueError(f"{path} holds no [[study]]")
+    return out
+
+def study_files(study: Study, results_dir) -> list[Path]:
+    "The results files of a study (its patterns in `results_dir`), sorted; a pattern that matches nothing is an error."
+    files = set()
+    for pattern in study.results:
+        hits = _files(results_dir, pattern)
+        if not hits: raise FileNotFoundError(f"study {study.slug!r}: no results file in {results_dir} matches {pattern!r}")
+        files.update(hits)
+    return sorted(files)
+
+# %% ../../nbs/experiments/04_report.ipynb #653787dc
+def _demote(markdown: str) -> str:
+    "Every heading one level down (## -> ###), outside code blocks."
+    out, fence = [], False
+    for line in markdown.splitlines():
+        if line.startswith("```"): fence = not fence
+        out.append("#" + line if line.startswith("#") and not fence else line)
+    return "\n".join(out)
+
+_FIGURE_OF = {"ablation_a": "ablation"}   # report_figures draws Table 3 (a) and (b) as one figure
+
+def study_page(study: Study, results_dir, figures_dir, out_dir, draw: bool = True) -> str:
+    """The Markdown page of `study`: the report built on a folder that holds only its results files, so that each table
+    shows exactly them. `draw`: write the report's figures for those files to `figures_dir/<slug>_report_*.png`."""
+    import shutil, tempfile
+    files = study_files(study, results_dir)
+    with tempfile.TemporaryDirectory() as tmp:
+        for f in files: shutil.copy(f, tmp)
+        rep = build_report(tmp)
+        keys = study.sections or [s.key for s in rep.sections if s.files]
+        known = [s.key for s in rep.sections]
+        unknown = [k for k in keys if k not in known]
+        if unknown: raise ValueError(f"study {study.slug!r}: no report section {unknown}; known: {known}")
+        sections = [rep.section(k) for k in keys]
+        empty = [s.key for s in sections if not s.files]
+        if empty: raise ValueError(f"study {study.slug!r}: its results files fill no table of section(s) {empty}")
+        # a section's figure: figures/<slug>_report_<key>.png, drawn now (draw) or as drawn before
+        target = lambda s: Path(figures_dir) / f"{study.slug}_report_{_FIGURE_OF.get(s.key, s.key)}.png"
+        if draw:
+            made = report_figures(rep, Path(tmp) / "figures")
+            for s in sections:
+                if _FIGURE_OF.get(s.key, s.key) in made:
+                    target(s).parent.mkdir(parents=True, exist_ok=True)
+                    shutil.copy(made[_FIGURE_OF.get(s.key, s.key)], target(s))
+        out = [f"# {study.title}", "", study.summary.strip(), "", "## Make it again", "", "```bash", *study.commands, "```", ""]
+        for s in sections:
+            out += [_demote(s.to_markdown(target(s) if target(s).is_file() else None, out_dir)), ""]
+    for name in study.figures:
+        path = Path(figures_dir) / name
+        if not path.is_file(): raise FileNotFoundError(f"study {study.slug!r} shows {path}, which does not exist")
+        out += [f"![{Path(name).stem}]({_rel_path(path, out_dir)})", ""]
+    out += ["## Results files", "", ", ".join(f"`{f.name}`" for f in files), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+def studies_index(studies: list[Study], pages_dir: str, studies_file: str = "studies.toml") -> str:
+    "The index: each study's title linked to its page (in `pages_dir`, relative to the index), and its summary's first sentence."
+    out = ["# Results", "", "What was measured here, one page per study. Each page is made from its results files "
+           "(`results/*.json`) by `anids.experiments.report.write_study_pages` (`papermill nbs/report.ipynb out.ipynb`); "
+           f"only its summary is written by hand, in `{studies_file}`. The paper's tables with our numbers beside them: "
+           "[results/report.md](results/report.md).", ""]
+    for s in studies:
+        first = re.split(r"(?<=[.!?])\s", " ".join(s.summary.split()), maxsplit=1)[0]
+        out.append(f"* [{s.title}]({pages_dir}/{s.slug}.md): {first}")
+    return "\n".join(out) + "\n"
+
+def write_study_pages(studies_file, results_dir, figures_dir, out_dir, index=None, draw: bool = True) -> list[Path]:
+    """Write every study's page to `out_dir/<slug>.md` (and `index`, the list of studies, if given); a results file that no
+    study reads is an error (it would be shown nowhere). Returns the paths written."""
+    studies, out_dir = load_studies(studies_file), Path(out_dir)
+    read = {f for s in studies for f in study_files(s, results_dir)}
+    orphans = [p.name for p in _files(results_dir, "*.json") if p not in read]
+    if orphans: raise ValueError(f"no study of {studies_file} reads {orphans}: add them to a study's `results`")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for s in studies:
+        path = out_dir / f"{s.slug}.md"
+        path.write_text(study_page(s, results_dir, figures_dir, out_dir, draw), encoding="utf-8")
+        written.append(path)
+    if index is not None:
+        index = Path(index)
+        index.write_text(studies_index(studies, _rel_path(out_dir, index.parent), _rel_path(studies_file, index.parent)),
+                         encoding="utf-8")
+        written.append(index)
+    return written

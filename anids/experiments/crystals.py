@@ -15,16 +15,17 @@ from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units,
 from ..train.cli import build_parser, load_sets
 from ..data.structures import validate_structures
 from ..method.noise import NOISE_METHODS, renamed_keywords
-from . import seed_table, run_jobs, write_results, check_budget, OLD_BUDGET_VALUES
+from . import seed_table, run_jobs, write_results, check_budget, OLD_BUDGET_VALUES, study_dirs
 from .report import PAPER_TABLES, METHOD_NAMES, read_runs
 
 # %% auto #0
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS',
-           'QUANTITY_METRIC', 'write_mlearn', 'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup',
-           'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup',
-           'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame',
-           'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results',
-           'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
+           'QUANTITY_METRIC', 'CRYSTAL_STUDY_KEYS', 'write_mlearn', 'pretrained_of', 'pretrained_tag', 'CrystalSetup',
+           'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals',
+           'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame',
+           'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure',
+           'crystal_results', 'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline',
+           'summary_against', 'load_crystal_study', 'crystal_study_setups', 'run_crystal_study', 'crystal_study_table']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -167,6 +168,7 @@ def _check_files(train, tests: dict, how: str) -> None:
 def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si", backbone: str|None = None,
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
                   device: str = "cpu", pretrained=None, backbone_preset: str|None = None,
+                  check_files: bool = True,   # False: name the runs without the data (e.g. to find their results files)
                   **overrides) -> CrystalSetup:   # TrainConfig settings over the recipe's (`preset`: the old name of budget)
     """The runs of a crystal table: `budget="paper"` is the paper's recipe on its data set (files in `paper_dir`),
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
@@ -237,7 +239,7 @@ def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si",
         how = "Check the paths given as train_file / test_files."
         system = element if budget != "paper" else spec["system"]
         dataset = f"{train.name} (train), " + ", ".join(f"{p.name} ({k})" for k, p in tests.items())
-    _check_files(train, tests, how)
+    if check_files: _check_files(train, tests, how)
     kind = spec["kind"] if budget == "paper" else "mlearn"
     if isinstance(pretrained, dict):
         bad = [m for m in pretrained if m not in NOISE_METHODS]
@@ -849,3 +851,78 @@ def summary_against(path, reference, refs=("none",), test: str|None = None) -> d
         raise ValueError(f"{Path(path).name} and {Path(reference).name} were tested on different sets")
     return crystal_summary(with_baseline(rows, reference, a.get("train_file") or "", refs), test)
 
+
+# %% ../../nbs/experiments/02_crystals.ipynb #3f492df2
+CRYSTAL_STUDY_KEYS = ("name", "elements", "epochs", "methods", "seeds", "overrides", "pretrained", "backbone",
+                      "backbone_preset", "why")
+"The keys a row of a crystal study may have."
+
+def load_crystal_study(name_or_path="crystals_mlearn") -> dict[str, dict]:
+    """The rows of a crystal study by name (`data/studies/<name>.toml`, found as `anids.experiments.load_study` finds its
+    files) or path, with the defaults filled in: elements Si and Mo, methods none / DeNS / AniDS, seeds 0-2."""
+    import tomllib
+    path = Path(name_or_path)
+    if path.suffix != ".toml":
+        path = next((d / f"{name_or_path}.toml" for d in study_dirs() if (d / f"{name_or_path}.toml").is_file()), None)
+        if path is None: raise FileNotFoundError(f"no crystal study {name_or_path!r} in {[str(d) for d in study_dirs()]}")
+    rows = {}
+    for i, raw in enumerate(tomllib.loads(Path(path).read_text(encoding="utf-8")).get("row", [])):
+        unknown = set(raw) - set(CRYSTAL_STUDY_KEYS)
+        if unknown or "name" not in raw: raise ValueError(f"{path}: row {i} has unknown keys {sorted(unknown)} or no name")
+        if raw["name"] in rows: raise ValueError(f"{path}: two rows named {raw['name']!r}")
+        bad = [m for m in raw.get("methods", []) if m not in NOISE_METHODS]
+        if bad: raise ValueError(f"{path}: row {raw['name']!r} names unknown methods {bad}; use {list(NOISE_METHODS)}")
+        rows[raw["name"]] = {"elements": ["Si", "Mo"], "methods": ["none", "dens", "anids"], "seeds": [0, 1, 2], "overrides": {},
+                             **{k: v for k, v in raw.items() if k not in ("name", "why")}}
+    if not rows: raise ValueError(f"{path} holds no [[row]]")
+    return rows
+
+def crystal_study_setups(rows: dict, mlearn_dir, budget: str = "cpu", check_files: bool = True) -> list[tuple[str, str, CrystalSetup]]:
+    "(row, element, setup) for every row and element: `crystal_setup` of the row's settings on `<mlearn_dir>/<element>`."
+    out = []
+    for name, row in rows.items():
+        for element in row["elements"]:
+            setup = crystal_setup("oc22", budget, element=element, mlearn_dir=mlearn_dir, epochs=row.get("epochs"),
+                                  backbone=row.get("backbone"), backbone_preset=row.get("backbone_preset"),
+                                  pretrained=row.get("pretrained"), check_files=check_files, **row["overrides"])
+            out.append((name, element, setup))
+    return out
+
+def run_crystal_study(name_or_path="crystals_mlearn", mlearn_dir="data/mlearn", rows=None, budget: str = "cpu",
+                      out_dir="runs/mlearn", results_dir="results", workers: int = 1, threads: int = 1) -> list[Path]:
+    """Train every row (or the rows named in `rows`) of a crystal study and write each row and element's results file;
+    finished runs in `out_dir` are read, not re-run. Returns the results files."""
+    study = load_crystal_study(name_or_path)
+    unknown = set(rows or []) - set(study)
+    if unknown: raise ValueError(f"unknown rows {sorted(unknown)}; the study has {list(study)}")
+    chosen = {k: v for k, v in study.items() if rows is None or k in rows}
+    paths = []
+    for name, element, setup in crystal_study_setups(chosen, mlearn_dir, budget):   # every setting checked before any run
+        row = chosen[name]
+        records = run_setup(setup, row["methods"], row["seeds"], out_dir=Path(out_dir) / setup.results_name, workers=workers,
+                            threads=threads)
+        paths.append(write_crystal_results(crystal_results(records, setup, out_dir=out_dir), results_dir))
+    return paths
+
+def crystal_study_table(name_or_path="crystals_mlearn", results_dir="results", metric: str = "force_mae_meV_A",
+                        budget: str = "cpu") -> pd.DataFrame:
+    """One line per row and element: the results file, and `metric` of every method (mean ± std over the file's seeds)
+    with AniDS's paired change against no denoising; 'not run' where the row's results file does not exist."""
+    lines = []
+    study = load_crystal_study(name_or_path)
+    for name, element, setup in crystal_study_setups(study, "mlearn", budget, check_files=False):
+        path = Path(results_dir) / f"{setup.results_name}.json"
+        line = {"row": name, "element": element, "results file": path.name}
+        if path.is_file():
+            summary = json.loads(path.read_text())["summary"][metric]
+            for m in NOISE_METHODS:   # every method the file has (a file may hold more than the row asks for)
+                if m in summary:
+                    e = summary[m]
+                    spread = f" ± {e['std']:.2f}" if e.get("std") is not None else ""   # one seed: no spread
+                    line[method_label(m)] = f"{e['mean']:.2f}{spread} (n={e['n_seeds']})"
+            vs = (summary.get("anids") or {}).get("vs none")
+            line["AniDS vs none"] = f"{100 * vs['relative']:+.1f} %" if vs and vs.get("relative") is not None else "—"
+        else:
+            line["AniDS vs none"] = "not run"
+        lines.append(line)
+    return pd.DataFrame(lines).set_index(["row", "element"]).fillna("—")

@@ -20,12 +20,12 @@ __all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'PAPER_TABLE1', 'PAPE
            'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS', 'BENCHMARK_PRESETS',
            'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
            'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss',
-           'training_curves', 'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study',
-           'checkpoint_provenance', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation',
-           'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table',
-           'pretraining_length_gaps', 'length_gap_summary', 'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets',
-           'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table',
-           'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES']
+           'training_curves', 'checkpoint_provenance', 'generator_statistics', 'denoising_loss_under', 'study_dirs',
+           'load_study', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation', 'ablation_run_from_metrics',
+           'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table', 'pretraining_length_gaps',
+           'length_gap_summary', 'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run',
+           'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table', 'PRETRAIN_BUDGETS',
+           'PRETRAIN_SCALES']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
@@ -315,6 +315,15 @@ def training_curves(run_dir, keys=("train/loss", "train/denoise", "train/kl", "t
     return out
 
 # %% ../../nbs/experiments/01_protocols.ipynb #37234757
+def checkpoint_provenance(path) -> dict|None:
+    """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given
+    as a path absolute, relative to the working directory or to the repository root (as `anids-train` records it)."""
+    for c in (Path(path), (repo_root() or Path.cwd()) / path):
+        if c.is_file():
+            ck = read_checkpoint(c)
+            return (ck.get("extra") or {}).get("provenance") if isinstance(ck, dict) else None
+    raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
+
 @torch.no_grad()
 def generator_statistics(model, structures, batch_size: int = 64) -> dict:
     """What a generator does on `structures`: per atom the eigenvalue ratio lambda_max / lambda_min of Sigma_i, a_i and
@@ -445,16 +454,6 @@ def _length_swap_row(steps: int, seed: int) -> dict:
     return {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}": dict(
         table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
-
-
-def checkpoint_provenance(path) -> dict|None:
-    """The provenance `pretrain` stores in a pre-trained checkpoint (data set, steps, settings, seed), the checkpoint given
-    as a path absolute, relative to the working directory or to the repository root (as `anids-train` records it)."""
-    for c in (Path(path), (repo_root() or Path.cwd()) / path):
-        if c.is_file():
-            ck = read_checkpoint(c)
-            return (ck.get("extra") or {}).get("provenance") if isinstance(ck, dict) else None
-    raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
 
 def _pretrain_seed_problem(path, spec) -> str|None:
     """Why the weights at `path` are not those of row `spec`'s pre-training, or None: its seed (`pretrain_seed`, 0 unless

@@ -12,13 +12,13 @@ from ..data.units import force_factor
 # %% auto #0
 __all__ = ['PAPER_TABLE_KEYS', 'PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED',
            'MD17_COLUMNS', 'ABLATION_MAP', 'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS',
-           'HEADLINE_OURS', 'HEADLINE_MACE', 'RECIPE_OF_TABLE', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO',
-           'REPORT_HEADER', 'LATEX_PREAMBLE', 'STUDY_KEYS', 'PaperTable', 'paper_dirs', 'paper_tables_file',
+           'HEADLINE_OURS', 'HEADLINE_MACE', 'RECIPE_OF_TABLE', 'LATEX_PREAMBLE', 'HPARAM_TABLES', 'REPORT_TITLE',
+           'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS', 'PaperTable', 'paper_dirs', 'paper_tables_file',
            'load_paper_tables', 'paper_table', 'read_json', 'require', 'machine_of', 'read_runs', 'run_label', 'Stat',
            'seed_stats', 'fmt_stat', 'Section', 'as_printed', 'md17_section', 'ablation_sections', 'overhead_files',
            'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section', 'md22_section', 'geometry_section',
            'mlearn_section', 'compare_mace_section', 'pretrain_section', 'case_study_section', 'benchmark_section',
-           'headline_table', 'hparam_ours', 'hparam_section', 'Report', 'build_report', 'tex', 'report_figures',
+           'headline_table', 'hparam_ours', 'hparam_section', 'tex', 'Report', 'build_report', 'report_figures',
            'Study', 'load_studies', 'study_files', 'study_page', 'studies_index', 'write_study_pages']
 
 # %% ../../nbs/experiments/04_report.ipynb #0026de4c
@@ -1088,82 +1088,6 @@ def hparam_section(key: str) -> Section:
     return Section(key, paper.title, df, paper, f"settings from the code ({k}/{n} agree)", [f"ours: {source}"], notes, [],
                    data={"same": same})
 
-# %% ../../nbs/experiments/04_report.ipynb #8ac19006
-HPARAM_TABLES = ("md17_hparams", "rmd17_hparams", "oc22_hparams", "oc22_model", "mptrj_eqv2_hparams", "mptrj_eqv2_model",
-                 "mptrj_geomformer_hparams", "mptrj_geomformer_model")
-
-@dataclass
-class Report:
-    "The paper's tables with ours beside them, the tables of ours only, and the inventory of results files."
-    sections: list
-    inventory: pd.DataFrame
-    results_dir: str
-    figures: dict = field(default_factory=dict)      # section key -> figure path
-
-    def section(self, key: str) -> Section:
-        for s in self.sections:
-            if s.key == key: return s
-        raise ValueError(f"no section {key!r}; known: {[s.key for s in self.sections]}")
-
-    def overview(self) -> pd.DataFrame:
-        "One line per section: the table, our side's status, the results files."
-        df = pd.DataFrame([{"table": f"Table {s.paper.number}" if s.paper else "ours only", "title": _short_title(s),
-                            "our side": s.status, "results files": ", ".join(s.files) or "—"} for s in self.sections])
-        return df.set_index("table")
-
-    def to_markdown(self, relative_to=None) -> str:
-        "The whole report as Markdown (figure links relative to `relative_to`, a directory)."
-        out = [REPORT_HEADER.format(results_dir=Path(self.results_dir).name), "## Overview", "", _md_table(self.overview()), ""]
-        for s in self.sections:
-            out += [s.to_markdown(self.figures.get(s.key), relative_to), ""]
-        out += ["## The results files", "", _md_table(self.inventory), ""]
-        return "\n".join(out)
-
-    def to_latex(self, relative_to=None) -> str:
-        "The whole report as a LaTeX document."
-        out = [LATEX_PREAMBLE, r"\section*{" + tex(REPORT_TITLE) + "}", tex(REPORT_INTRO.format(results_dir=Path(self.results_dir).name)),
-               r"\subsection*{Overview}", _latex_table(self.overview())]
-        for s in self.sections: out.append(s.to_latex(self.figures.get(s.key), relative_to))
-        out += [r"\subsection*{The results files}", _latex_table(self.inventory), r"\end{document}", ""]
-        return "\n".join(out)
-
-    def write(self, out) -> tuple[Path, Path]:
-        "Write `out` (Markdown) and `out` with suffix .tex; returns both paths."
-        out = Path(out)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tex_path = out.with_suffix(".tex")
-        out.write_text(self.to_markdown(out.parent))
-        tex_path.write_text(self.to_latex(out.parent))
-        return out, tex_path
-
-REPORT_TITLE = "The paper's tables with our numbers beside them"
-REPORT_INTRO = ("Made by `nbs/report.ipynb` (`anids.experiments.report.build_report`) from the results files in `{results_dir}/`. "
-                "The paper: AniDS (NeurIPS 2025); its tables are numbered in the order of its LaTeX source and transcribed cell by cell "
-                "(`data/paper/tables.toml`, read into `anids.experiments.report.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
-                "`ours`, mean ± std over seeds with the number of seeds n. A table whose results file does not exist says "
-                "`not run yet` on our side. Below each table: which data, preset or recipe, seeds and machine produced our numbers.")
-REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"
-
-def _short_title(s: Section) -> str:
-    return s.paper.title.split(": ", 1)[1] if s.paper else s.title.replace("Ours only: ", "")
-
-def build_report(results_dir="results") -> Report:
-    "Every table of the paper with our results from `results_dir` beside it."
-    rd = Path(results_dir)
-    if not rd.is_dir(): raise FileNotFoundError(f"results directory {rd} does not exist")
-    sections = [md17_section(rd), oc22_section(rd), *ablation_sections(rd), mptrj_section(rd), hparam_section("pcqm4mv2_hparams"),
-                rmd17_section(rd), md22_section(rd), *[hparam_section(k) for k in HPARAM_TABLES], geometry_section(rd), cost_section(rd),
-                _generic_section(rd, "md_stability", "Ours only: MD stability", "The paper has no MD-stability table (its appendix "
-                                 "\"Dynamic Simulation Tasks\" reports only the geometry optimisation, Table 16)."),
-                mlearn_section(rd)]
-    sections += [s for s in (compare_mace_section(rd), pretrain_section(rd), case_study_section(rd), benchmark_section(rd)) if s is not None]
-    readers = {}
-    for s in sections:
-        for f in s.files: readers.setdefault(f, []).append(f"Table {s.paper.number}" if s.paper else s.title.split(": ", 1)[-1])
-    inv = pd.DataFrame([{"file": p.name, "read into": "; ".join(dict.fromkeys(readers.get(p.name, []))) or "not read by any table"}
-                        for p in sorted(rd.glob("*.json"))] or [{"file": "—", "read into": "no results files"}]).set_index("file")
-    return Report(sections, inv, str(rd))
-
 # %% ../../nbs/experiments/04_report.ipynb #78a3f4df
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
         "~": r"\textasciitilde{}", "^": r"\textasciicircum{}", "±": r"$\pm$", "Å": r"\AA{}", "³": r"$^3$", "Δ": r"$\Delta$",
@@ -1245,6 +1169,82 @@ LATEX_PREAMBLE = r"""\documentclass[10pt]{article}
 \usepackage{graphicx}
 \usepackage{amsmath}
 \begin{document}"""
+
+# %% ../../nbs/experiments/04_report.ipynb #8ac19006
+HPARAM_TABLES = ("md17_hparams", "rmd17_hparams", "oc22_hparams", "oc22_model", "mptrj_eqv2_hparams", "mptrj_eqv2_model",
+                 "mptrj_geomformer_hparams", "mptrj_geomformer_model")
+
+@dataclass
+class Report:
+    "The paper's tables with ours beside them, the tables of ours only, and the inventory of results files."
+    sections: list
+    inventory: pd.DataFrame
+    results_dir: str
+    figures: dict = field(default_factory=dict)      # section key -> figure path
+
+    def section(self, key: str) -> Section:
+        for s in self.sections:
+            if s.key == key: return s
+        raise ValueError(f"no section {key!r}; known: {[s.key for s in self.sections]}")
+
+    def overview(self) -> pd.DataFrame:
+        "One line per section: the table, our side's status, the results files."
+        df = pd.DataFrame([{"table": f"Table {s.paper.number}" if s.paper else "ours only", "title": _short_title(s),
+                            "our side": s.status, "results files": ", ".join(s.files) or "—"} for s in self.sections])
+        return df.set_index("table")
+
+    def to_markdown(self, relative_to=None) -> str:
+        "The whole report as Markdown (figure links relative to `relative_to`, a directory)."
+        out = [REPORT_HEADER.format(results_dir=Path(self.results_dir).name), "## Overview", "", _md_table(self.overview()), ""]
+        for s in self.sections:
+            out += [s.to_markdown(self.figures.get(s.key), relative_to), ""]
+        out += ["## The results files", "", _md_table(self.inventory), ""]
+        return "\n".join(out)
+
+    def to_latex(self, relative_to=None) -> str:
+        "The whole report as a LaTeX document."
+        out = [LATEX_PREAMBLE, r"\section*{" + tex(REPORT_TITLE) + "}", tex(REPORT_INTRO.format(results_dir=Path(self.results_dir).name)),
+               r"\subsection*{Overview}", _latex_table(self.overview())]
+        for s in self.sections: out.append(s.to_latex(self.figures.get(s.key), relative_to))
+        out += [r"\subsection*{The results files}", _latex_table(self.inventory), r"\end{document}", ""]
+        return "\n".join(out)
+
+    def write(self, out) -> tuple[Path, Path]:
+        "Write `out` (Markdown) and `out` with suffix .tex; returns both paths."
+        out = Path(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tex_path = out.with_suffix(".tex")
+        out.write_text(self.to_markdown(out.parent))
+        tex_path.write_text(self.to_latex(out.parent))
+        return out, tex_path
+
+REPORT_TITLE = "The paper's tables with our numbers beside them"
+REPORT_INTRO = ("Made by `nbs/report.ipynb` (`anids.experiments.report.build_report`) from the results files in `{results_dir}/`. "
+                "The paper: AniDS (NeurIPS 2025); its tables are numbered in the order of its LaTeX source and transcribed cell by cell "
+                "(`data/paper/tables.toml`, read into `anids.experiments.report.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
+                "`ours`, mean ± std over seeds with the number of seeds n. A table whose results file does not exist says "
+                "`not run yet` on our side. Below each table: which data, preset or recipe, seeds and machine produced our numbers.")
+REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"
+
+def _short_title(s: Section) -> str:
+    return s.paper.title.split(": ", 1)[1] if s.paper else s.title.replace("Ours only: ", "")
+
+def build_report(results_dir="results") -> Report:
+    "Every table of the paper with our results from `results_dir` beside it."
+    rd = Path(results_dir)
+    if not rd.is_dir(): raise FileNotFoundError(f"results directory {rd} does not exist")
+    sections = [md17_section(rd), oc22_section(rd), *ablation_sections(rd), mptrj_section(rd), hparam_section("pcqm4mv2_hparams"),
+                rmd17_section(rd), md22_section(rd), *[hparam_section(k) for k in HPARAM_TABLES], geometry_section(rd), cost_section(rd),
+                _generic_section(rd, "md_stability", "Ours only: MD stability", "The paper has no MD-stability table (its appendix "
+                                 "\"Dynamic Simulation Tasks\" reports only the geometry optimisation, Table 16)."),
+                mlearn_section(rd)]
+    sections += [s for s in (compare_mace_section(rd), pretrain_section(rd), case_study_section(rd), benchmark_section(rd)) if s is not None]
+    readers = {}
+    for s in sections:
+        for f in s.files: readers.setdefault(f, []).append(f"Table {s.paper.number}" if s.paper else s.title.split(": ", 1)[-1])
+    inv = pd.DataFrame([{"file": p.name, "read into": "; ".join(dict.fromkeys(readers.get(p.name, []))) or "not read by any table"}
+                        for p in sorted(rd.glob("*.json"))] or [{"file": "—", "read into": "no results files"}]).set_index("file")
+    return Report(sections, inv, str(rd))
 
 # %% ../../nbs/experiments/04_report.ipynb #60db80b4
 def report_figures(report: Report, figures_dir, dpi: int = 100) -> dict:

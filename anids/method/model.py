@@ -19,7 +19,7 @@ __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHEC
            'Corruption', 'DenoiserView', 'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances',
            'build_model', 'plain_data', 'save_model', 'read_checkpoint', 'load_model', 'denoiser_view',
            'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view', 'atoms_batch', 'AniDSCalculator',
-           'force_smoothness', 'corruption_label_shift', 'PayloadCheckpoint']
+           'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
 
 # %% ../../nbs/method/03_model.ipynb #49610377
 @dataclass
@@ -562,22 +562,6 @@ class AniDSCalculator(Calculator):
             from ase.stress import full_3x3_to_voigt_6_stress
             self.results["stress"] = full_3x3_to_voigt_6_stress(pred.stress[0].detach().double().numpy())
 
-# %% ../../nbs/method/03_model.ipynb #948d70f3
-import numpy as np
-
-def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), seed: int = 0) -> np.ndarray:
-    """max |F| / a for `atoms` displaced by a (Å, root mean square per component) along one random direction, for each a
-    in `amplitudes`. At a stationary point of a smooth model (an ideal crystal: forces vanish by symmetry) the ratios
-    agree over decades of a (the curvature); ratios that change with a reveal a feature narrower than a (a spike)."""
-    if not amplitudes or min(amplitudes) <= 0: raise ValueError(f"amplitudes must be positive, got {amplitudes}")
-    d = np.random.default_rng(seed).normal(size=(len(atoms), 3))
-    d /= np.sqrt((d ** 2).mean())
-    calc, out = AniDSCalculator(model), []
-    for a in amplitudes:
-        x = atoms.copy(); x.positions += a * d; x.calc = calc
-        out.append(np.abs(x.get_forces()).max() / a)
-    return np.array(out)
-
 # %% ../../nbs/method/03_model.ipynb #7ae9fe86
 def corruption_label_shift(model: AniDSModel, structures, sigma_p: float, r: float = 0.25, seed: int = 0) -> dict[str, float]:
     """How far Algorithm 2's clean labels are from those of the structure the model is given. In each structure a
@@ -624,3 +608,19 @@ class PayloadCheckpoint:
     `marker`. For tests of the loaders (nothing may run); never written by the package itself."""
     def __init__(self, marker): self.marker = Path(marker)
     def __reduce__(self): return (Path.touch, (self.marker,))
+
+# %% ../../nbs/method/03_model.ipynb #948d70f3
+import numpy as np
+
+def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), seed: int = 0) -> np.ndarray:
+    """max |F| / a for `atoms` displaced by a (Å, root mean square per component) along one random direction, for each a
+    in `amplitudes`. At a stationary point of a smooth model (an ideal crystal: forces vanish by symmetry) the ratios
+    agree over decades of a (the curvature); ratios that change with a reveal a feature narrower than a (a spike)."""
+    if not amplitudes or min(amplitudes) <= 0: raise ValueError(f"amplitudes must be positive, got {amplitudes}")
+    d = np.random.default_rng(seed).normal(size=(len(atoms), 3))
+    d /= np.sqrt((d ** 2).mean())
+    calc, out = AniDSCalculator(model), []
+    for a in amplitudes:
+        x = atoms.copy(); x.positions += a * d; x.calc = calc
+        out.append(np.abs(x.get_forces()).max() / a)
+    return np.array(out)

@@ -21,11 +21,11 @@ from .module import AniDSModule, TrainableEMA, evaluate, in_units
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
-__all__ = ['RESUME_LOG_BACKUP', 'DIVERGED_FILE', 'force_rms', 'output_scale', 'TrainingClock', 'RunProgress', 'loss_spikes',
-           'elements_missing_from_training', 'make_out_dir', 'prepare_training', 'run_callbacks', 'make_trainer',
+__all__ = ['RESUME_LOG_BACKUP', 'DIVERGED_FILE', 'force_rms', 'output_scale', 'elements_missing_from_training', 'make_out_dir',
+           'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes', 'run_callbacks', 'make_trainer',
            'train_loop', 'score', 'fit']
 
-# %% ../../nbs/train/04_fit.ipynb #200701f9
+# %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
     "What a frozen psi does on the whole training set (the per-epoch log of joint training, measured once)."
     rows = torch.cat([s.noise_cache for s in structures]).double()
@@ -34,8 +34,9 @@ def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
 
 def force_rms(structures) -> float:
     "Root mean square of all force components (eV/A)."
-    f = torch.cat([s.forces.reshape(-1).double() for s in structures if getattr(s, "forces", None) is not None])
-    if f.numel() == 0: raise ValueError("no forces in the training set")
+    parts = [s.forces.reshape(-1).double() for s in structures if getattr(s, "forces", None) is not None]
+    if sum(p.numel() for p in parts) == 0: raise ValueError("no forces in the training set")
+    f = torch.cat(parts)
     return float(torch.sqrt((f ** 2).mean()))
 
 def output_scale(structures, atomic_energies: dict) -> float:
@@ -51,6 +52,97 @@ def output_scale(structures, atomic_energies: dict) -> float:
                          "energy exactly (e.g. only isolated atoms): there is nothing to learn; add structures with forces")
     return scale
 
+# %% ../../nbs/train/04_fit.ipynb #6112f233
+def elements_missing_from_training(train_set, evaluated: dict, allow: bool = False) -> dict[str, list[str]]:
+    """For each named set of `evaluated` structures, the symbols of its elements that no structure of `train_set` has.
+    Such an element has no reference energy and an embedding that never trained: its errors look like any others but
+    mean nothing. An error naming them, unless `allow` (then a warning)."""
+    seen = {int(z) for s in train_set for z in torch.unique(s.z).tolist()}
+    found = {}
+    for name, structures in evaluated.items():
+        have = {int(z) for s in (structures or []) for z in torch.unique(s.z).tolist()}
+        if have - seen: found[name] = [ase.data.chemical_symbols[z] for z in sorted(have - seen)]
+    for name, symbols in found.items():
+        msg = (f"the {name} holds {', '.join(symbols)}, which no training structure has: "
+               f"{'that element has' if len(symbols) == 1 else 'those elements have'} no reference energy and an "
+               "untrained embedding, so the errors there mean nothing")
+        if not allow:
+            raise ValueError(msg + ". Add structures with it to the training set, or allow it with "
+                             "allow_unseen_elements=True (--allow-unseen-elements true)")
+        warnings.warn(msg + " (allowed by allow_unseen_elements)", stacklevel=3)
+    return found
+
+def make_out_dir(out_dir) -> Path:
+    "The run's folder `out_dir`, made if needed; a clear error where it is a file or lies under one."
+    out_dir = Path(out_dir)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise ValueError(f"{out_dir} is a file (or lies under one): the output must be a folder, for the checkpoints, "
+                         "logs, metrics.json and model.pt") from None
+    return out_dir
+
+def _set_names(extra: dict|None) -> tuple[str, str]:
+    "What the validation and test sets are called in messages: with their files where `anids-train` recorded them."
+    e = extra or {}
+    val = e.get("val_file") or (f"split off {e['train_file']}" if e.get("train_file") else None)
+    return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
+
+# %% ../../nbs/train/04_fit.ipynb #a4598d98
+def prepare_training(train_set, config: TrainConfig,
+                     pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
+                    ) -> tuple["AniDSModule", TrainConfig, list, dict]:
+    """Everything `fit` does before the training loop: the per-element reference energies and output scale of
+    `train_set`, the model, the pretrained weights, which scheme psi follows (`generator_scheme`), and for a frozen psi
+    its covariances cached on copies of the training structures. Returns (module, config with train_generator
+    decided, training structures to use, information for metrics.json)."""
+    if len(train_set) == 0: raise ValueError("the training set is empty")
+    pre = config.scheme == "pretrain"
+    refs = {} if pre else atomic_reference_energies(train_set)
+    scale = 1.0 if pre else output_scale(train_set, refs)
+    spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
+                generator_preset=config.generator_preset, sigma_p=config.sigma_p, force_mode=config.force_mode,
+                atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
+    if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
+        spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
+                    generator_overrides={"vector_norm_eps": config.vector_norm_eps})
+    steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
+    src, info = None, {}
+    if pretrained is not None:
+        pretrained = resolve_pretrained(pretrained, config)
+        src = load_model(pretrained)
+    info["pretrained"] = pretrained
+    config = replace(config, train_generator=generator_scheme(config, src, pretrained))
+    module = AniDSModule(spec, asdict(config), steps_per_epoch)
+    if src is not None:
+        keep_gen = has_trained_generator(src, config)
+        state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
+        missing, _ = module.model.load_state_dict(state, strict=False)
+        for name in ("atomic_energies",):  # keep this dataset's statistics
+            getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
+        # a stress head added to a direct model that had none (e.g. OC22 weights continued on MPtrj) starts fresh
+        missing = [k for k in missing if not (spec["direct_stress"] and k.startswith("denoiser.stress_block."))]
+        if any(not k.startswith("generator") for k in missing):
+            raise ValueError(f"pretrained weights from {pretrained} do not fit the denoiser: missing {missing[:5]}")
+    if not module.noise_cfg.train_generator:
+        for p in module.model.generator.parameters(): p.requires_grad_(False)
+        if module.model.generator.learned:
+            unseen = unseen_elements(train_set, pretrained)
+            if unseen:
+                # still Algorithm 2 with psi frozen, but for these atoms psi's element embedding never learned anything
+                warnings.warn(f"the frozen generator from {pretrained} was pre-trained without {', '.join(unseen)}: for those "
+                              "atoms Sigma_i comes from an element embedding at its initial weights. Train psi jointly "
+                              "(train_generator=True, --train-generator true) or pre-train on data with these elements",
+                              stacklevel=2)
+                info["generator_unseen_elements"] = unseen
+            # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
+            t_cache = time.time()
+            train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
+            info.update(covariance_cache_s=time.time() - t_cache,
+                        frozen_generator_stats=_cached_noise_stats(train_set, config.sigma_p))
+    return module, config, list(train_set), info
+
+# %% ../../nbs/train/04_fit.ipynb #3a318e4d
 class TrainingClock(L.Callback):
     """Training seconds summed over a run and its resumptions, and the seconds of each epoch (its validation included),
     both kept in the checkpoint. The epochs apart show one-off costs of the first (a GPU's libraries loading, caches)."""
@@ -135,6 +227,7 @@ def _merge_resumed_log(path: Path, old_text: str):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys); w.writeheader(); w.writerows(keep + new)
 
+# %% ../../nbs/train/04_fit.ipynb #88d0bd91
 def loss_spikes(log,                      # a run's metrics.csv, or the run's folder (its newest logs/version_*)
                 factor: float = 100.0,    # a window whose largest loss is above factor x the typical loss is a spike
                 neighbours: int = 10,     # the typical loss: the median logged loss of this many logged steps each side
@@ -163,6 +256,7 @@ def loss_spikes(log,                      # a run's metrics.csv, or the run's fo
         if ratio > factor: spikes.append(dict(step=step, loss_max=high, typical=typical, ratio=ratio))
     return spikes
 
+# %% ../../nbs/train/04_fit.ipynb #200701f9
 def _quiet_lightning():
     "Silence Lightning's banner lines (GPU/TPU available, the LitLogger tip) and a torch pytree deprecation notice."
     import logging, warnings
@@ -173,94 +267,6 @@ def _quiet_lightning():
 
 DIVERGED_FILE = "diverged.json"
 "Written into a run's folder (instead of metrics.json) when its training diverges."
-
-def elements_missing_from_training(train_set, evaluated: dict, allow: bool = False) -> dict[str, list[str]]:
-    """For each named set of `evaluated` structures, the symbols of its elements that no structure of `train_set` has.
-    Such an element has no reference energy and an embedding that never trained: its errors look like any others but
-    mean nothing. An error naming them, unless `allow` (then a warning)."""
-    seen = {int(z) for s in train_set for z in torch.unique(s.z).tolist()}
-    found = {}
-    for name, structures in evaluated.items():
-        have = {int(z) for s in (structures or []) for z in torch.unique(s.z).tolist()}
-        if have - seen: found[name] = [ase.data.chemical_symbols[z] for z in sorted(have - seen)]
-    for name, symbols in found.items():
-        msg = (f"the {name} holds {', '.join(symbols)}, which no training structure has: "
-               f"{'that element has' if len(symbols) == 1 else 'those elements have'} no reference energy and an "
-               "untrained embedding, so the errors there mean nothing")
-        if not allow:
-            raise ValueError(msg + ". Add structures with it to the training set, or allow it with "
-                             "allow_unseen_elements=True (--allow-unseen-elements true)")
-        warnings.warn(msg + " (allowed by allow_unseen_elements)", stacklevel=3)
-    return found
-
-def make_out_dir(out_dir) -> Path:
-    "The run's folder `out_dir`, made if needed; a clear error where it is a file or lies under one."
-    out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ValueError(f"{out_dir} is a file (or lies under one): the output must be a folder, for the checkpoints, "
-                         "logs, metrics.json and model.pt") from None
-    return out_dir
-
-def _set_names(extra: dict|None) -> tuple[str, str]:
-    "What the validation and test sets are called in messages: with their files where `anids-train` recorded them."
-    e = extra or {}
-    val = e.get("val_file") or (f"split off {e['train_file']}" if e.get("train_file") else None)
-    return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
-
-def prepare_training(train_set, config: TrainConfig,
-                     pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
-                    ) -> tuple["AniDSModule", TrainConfig, list, dict]:
-    """Everything `fit` does before the training loop: the per-element reference energies and output scale of
-    `train_set`, the model, the pretrained weights, which scheme psi follows (`generator_scheme`), and for a frozen psi
-    its covariances cached on copies of the training structures. Returns (module, config with train_generator
-    decided, training structures to use, information for metrics.json)."""
-    if len(train_set) == 0: raise ValueError("the training set is empty")
-    pre = config.scheme == "pretrain"
-    refs = {} if pre else atomic_reference_energies(train_set)
-    scale = 1.0 if pre else output_scale(train_set, refs)
-    spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
-                generator_preset=config.generator_preset, sigma_p=config.sigma_p, force_mode=config.force_mode,
-                atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
-    if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
-        spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
-                    generator_overrides={"vector_norm_eps": config.vector_norm_eps})
-    steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
-    src, info = None, {}
-    if pretrained is not None:
-        pretrained = resolve_pretrained(pretrained, config)
-        src = load_model(pretrained)
-    info["pretrained"] = pretrained
-    config = replace(config, train_generator=generator_scheme(config, src, pretrained))
-    module = AniDSModule(spec, asdict(config), steps_per_epoch)
-    if src is not None:
-        keep_gen = has_trained_generator(src, config)
-        state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
-        missing, _ = module.model.load_state_dict(state, strict=False)
-        for name in ("atomic_energies",):  # keep this dataset's statistics
-            getattr(module.model, name).copy_(build_model(**spec).__getattr__(name))
-        # a stress head added to a direct model that had none (e.g. OC22 weights continued on MPtrj) starts fresh
-        missing = [k for k in missing if not (spec["direct_stress"] and k.startswith("denoiser.stress_block."))]
-        if any(not k.startswith("generator") for k in missing):
-            raise ValueError(f"pretrained weights from {pretrained} do not fit the denoiser: missing {missing[:5]}")
-    if not module.noise_cfg.train_generator:
-        for p in module.model.generator.parameters(): p.requires_grad_(False)
-        if module.model.generator.learned:
-            unseen = unseen_elements(train_set, pretrained)
-            if unseen:
-                # still Algorithm 2 with psi frozen, but for these atoms psi's element embedding never learned anything
-                warnings.warn(f"the frozen generator from {pretrained} was pre-trained without {', '.join(unseen)}: for those "
-                              "atoms Sigma_i comes from an element embedding at its initial weights. Train psi jointly "
-                              "(train_generator=True, --train-generator true) or pre-train on data with these elements",
-                              stacklevel=2)
-                info["generator_unseen_elements"] = unseen
-            # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
-            t_cache = time.time()
-            train_set = cache_covariances(module.model, train_set, batch_size=max(config.batch_size, 64))
-            info.update(covariance_cache_s=time.time() - t_cache,
-                        frozen_generator_stats=_cached_noise_stats(train_set, config.sigma_p))
-    return module, config, list(train_set), info
 
 def _mark_diverged(out_dir: Path, msg: str, steps: int, config: TrainConfig) -> None:
     "The marker a diverged run leaves next to its checkpoints (read by whoever collects runs, e.g. the crystal tables)."

@@ -1351,6 +1351,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                  'anids/train/loop.py'),
                                   'anids.train.loop.TrainingClock.total': ('train/fit.html#trainingclock.total', 'anids/train/loop.py'),
                                   'anids.train.loop._cached_noise_stats': ('train/fit.html#_cached_noise_stats', 'anids/train/loop.py'),
+                                  'anids.train.loop._energy_residuals': ('train/fit.html#_energy_residuals', 'anids/train/loop.py'),
+                                  'anids.train.loop._force_encoding_clamp': ('train/fit.html#_force_encoding_clamp', 'anids/train/loop.py'),
                                   'anids.train.loop._keep_log_before_resume': ( 'train/fit.html#_keep_log_before_resume',
                                                                                 'anids/train/loop.py'),
                                   'anids.train.loop._log_version': ('train/fit.html#_log_version', 'anids/train/loop.py'),

@@ -96,7 +96,8 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
         if config.train_generator is False:
             raise ValueError(f"method {config.method!r} with a frozen generator needs pre-trained generator weights "
                              "(pretrained=..., --pretrained); without them psi would stay at its random initial weights. "
-                             "Leave train_generator unset (or True) to train psi jointly (Algorithm 2)")
+                             "Set train_generator=True (--train-generator true) to train psi jointly instead (Algorithm 2; "
+                             "the paper's MD17 and rMD17 rows fine-tune a pre-trained psi, frozen)")
         return True
     if not has_trained_generator(src, config):
         if config.train_generator is True: return True   # asked for: a fresh generator trained jointly

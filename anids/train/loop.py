@@ -3,7 +3,7 @@
 # %% ../../nbs/train/04_fit.ipynb #8d1ae4b9
 "A whole run (`fit`): data statistics, model, pre-trained weights, Lightning's loop, the scores and the files it writes."
 from __future__ import annotations
-import json, math, sys, time
+import inspect, json, math, sys, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import ase.data, warnings
@@ -16,7 +16,7 @@ from ..method.model import (AniDSModel, build_model, save_model, load_model, rea
                                 cache_covariances, cached_covariance, covariance_stats)
 from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
-from .config import TrainConfig
+from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
@@ -39,13 +39,29 @@ def force_rms(structures) -> float:
     f = torch.cat(parts)
     return float(torch.sqrt((f ** 2).mean()))
 
-def output_scale(structures, atomic_energies: dict) -> float:
-    """The model's output scale (eV, eV/A): the force RMS; where every force is zero (isolated atoms), the RMS of the
-    energy left after the per-element references. A set with neither has nothing to learn and is an error."""
+def _energy_residuals(structures, atomic_energies: dict) -> torch.Tensor:
+    "Each structure's energy less its per-element reference energies (eV)."
+    return torch.tensor([float(s.energy) - sum(atomic_energies.get(int(z), 0.0) for z in s.z.tolist()) for s in structures],
+                        dtype=torch.float64)
+
+def output_scale(structures, atomic_energies: dict,
+                 statistic: str = "force_rms",   # force_rms | energy_std (TrainConfig.scale_statistic)
+                ) -> float:
+    """The model's output scale (eV, eV/A), the unit of the energy and force loss terms. `force_rms`: the force RMS;
+    where every force is zero (isolated atoms), the RMS of the energy left after the per-element references.
+    `energy_std`: the standard deviation (n - 1) of that energy, as the authors' MD17 code divides by `task_std`
+    (for one molecule, the std of its energies). A set with nothing to learn is an error."""
+    if statistic not in SCALE_STATISTICS: raise ValueError(f"statistic must be one of {SCALE_STATISTICS}, got {statistic!r}")
+    if statistic == "energy_std":
+        resid = _energy_residuals(structures, atomic_energies)
+        scale = float(resid.std()) if len(resid) > 1 else 0.0
+        if not scale > 1e-12:
+            raise ValueError(f"the energies of the {len(resid)} training structures, less their element references, do not "
+                             "vary: energy_std cannot set the output scale; use scale_statistic='force_rms'")
+        return scale
     scale = force_rms(structures)
     if scale > 0: return scale
-    resid = torch.tensor([float(s.energy) - sum(atomic_energies.get(int(z), 0.0) for z in s.z.tolist()) for s in structures],
-                         dtype=torch.float64)
+    resid = _energy_residuals(structures, atomic_energies)
     scale = float(torch.sqrt((resid ** 2).mean()))
     if not scale > 1e-12:
         raise ValueError("every force in the training set is zero and the per-element reference energies fit every "
@@ -89,6 +105,17 @@ def _set_names(extra: dict|None) -> tuple[str, str]:
     return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
 
 # %% ../../nbs/train/04_fit.ipynb #a4598d98
+def _force_encoding_clamp(config: TrainConfig, train_set, scale: float) -> float|None:
+    """A denoiser whose force encoding clamps long forces (PaiNN's `force_encoding_max`, in output-scale units) keeps
+    its clamp at the same multiple of the training force RMS under another scale statistic: under `energy_std` an
+    ethanol force is some 8 units long, and the default clamp of 3 would cut nearly all of them. None: nothing to move."""
+    if config.scale_statistic == "force_rms" or config.scheme == "pretrain": return None
+    from anids.nn.backbones import PRESETS, backbone_class
+    default = inspect.signature(backbone_class(config.backbone)).parameters.get("force_encoding_max")
+    if default is None: return None
+    clamp = PRESETS[config.backbone].get(config.preset, {}).get("force_encoding_max", default.default)
+    return None if clamp is None else clamp * force_rms(train_set) / scale
+
 def prepare_training(train_set, config: TrainConfig,
                      pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
                     ) -> tuple["AniDSModule", TrainConfig, list, dict]:
@@ -99,13 +126,15 @@ def prepare_training(train_set, config: TrainConfig,
     if len(train_set) == 0: raise ValueError("the training set is empty")
     pre = config.scheme == "pretrain"
     refs = {} if pre else atomic_reference_energies(train_set)
-    scale = 1.0 if pre else output_scale(train_set, refs)
+    scale = 1.0 if pre else output_scale(train_set, refs, config.scale_statistic)
     spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
                 generator_preset=config.generator_preset, sigma_p=config.sigma_p, force_mode=config.force_mode,
                 atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
     if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
         spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
                     generator_overrides={"vector_norm_eps": config.vector_norm_eps})
+    clamp = _force_encoding_clamp(config, train_set, scale)
+    if clamp is not None: spec["backbone_overrides"] = {**spec.get("backbone_overrides", {}), "force_encoding_max": clamp}
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
     src, info = None, {}
     if pretrained is not None:

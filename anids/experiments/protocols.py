@@ -389,7 +389,7 @@ PAPER_TABLE3 = {"a": {"none": 0.1929, "dens": 0.1178, "denoisevae": 0.1143, "ani
                 "c": {"sigma_p=0.5": 0.13018, "sigma_p=0.1": 0.11180, "sigma_p=0.05": 0.11594,
                       "lambda_kl=1.5": 0.11714, "lambda_kl=1.0": 0.11180, "lambda_kl=0.5": 0.11461}}
 
-STUDY_CONFIG_KEYS = ("sigma_p",)
+STUDY_CONFIG_KEYS = ("sigma_p", "scale_statistic")
 "Settings a study row may move for its fine-tuning (they go into the row's `config`)."
 STUDY_ROW_KEYS = ("name", "table", "method", "pretrained", "weights", "aux", "pretrain_seed", "pretrain_grad_clip",
                   "pretrain_device", "pretrain_steps", "pair", "why") + STUDY_CONFIG_KEYS

@@ -119,6 +119,25 @@ def test_report_notebook_runs(tmp_path):
     assert all(f"](pages/{name})" in (tmp_path / "RESULTS.md").read_text() for name in pages)
 
 
+def test_ablation_notebook_makes_a_results_file_from_runs(tmp_path):
+    """nbs/ablation.ipynb on a runs file as run_ablation writes it (results_path: runs, no table): a results file with
+    the table (mean over seeds, paired differences), the rows and seeds of its runs, and the figure."""
+    runs = [{"row": row, "table": "a", "method": row.split(",")[0], "seed": seed, "epochs": 10, "recipe": "md17-demo",
+             "test": {"force_mae_meV_A": mae + seed, "force_rmse_meV_A": 1.5 * (mae + seed), "energy_mae_meV_atom": 2.5}}
+            for seed in (0, 1) for row, mae in (("none", 60.0), ("dens", 51.0), ("none, energy-std losses", 57.0))]
+    (tmp_path / "runs.json").write_text(json.dumps({"runs": runs, "versions": {"git_revision": "abc", "git_dirty": False}}))
+    _papermill(NBS / "ablation.ipynb", tmp_path / "out.ipynb",
+               dict(from_results=str(tmp_path / "runs.json"), results_name="made", results_dir=str(tmp_path / "res"),
+                    figures_dir=str(tmp_path / "fig"), workers=1))
+    made = json.loads((tmp_path / "res" / "made.json").read_text())
+    table = {e["row"]: e for e in made["table"]}
+    assert {r: e["mean"] for r, e in table.items()} == {"none": 60.5, "dens": 51.5, "none, energy-std losses": 57.5}
+    assert table["none, energy-std losses"]["vs none"]["mean_diff"] == -3.0 and table["dens"]["vs none"]["n"] == 2
+    assert made["settings"]["rows"] == ["none", "dens", "none, energy-std losses"] and made["settings"]["seeds"] == [0, 1]
+    assert made["versions"] == {"git_revision": "abc", "git_dirty": False} and "seeds 0, 1;" in made["description"]
+    assert (tmp_path / "fig" / "made.png").stat().st_size > 5_000
+
+
 def _copper_mlearn_files(d: Path) -> dict:
     """Small mlearn-format files of copper cells with ASE's EMT labels: a training file with a strained series (so
     the stress order can be checked) and rattled cells, a test file and a larger, more disordered 'ood' file."""

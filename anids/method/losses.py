@@ -2,7 +2,7 @@
 
 # %% ../../nbs/method/02_losses.ipynb #759c5db9
 from __future__ import annotations
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, fields
 import math
 import torch
 from torch_geometric.utils import scatter
@@ -179,7 +179,8 @@ class LossWeights:
 
 def total_loss(terms: dict[str, torch.Tensor], weights: LossWeights) -> torch.Tensor:
     "Weighted sum of the loss terms present in `terms` (keys: energy, force, stress, stress_iso, stress_aniso, denoise, kl, gamma)."
-    w = {k.removeprefix("lambda_"): v for k, v in asdict(weights).items()}
+    # the fields themselves, not asdict's deep copies: a weight may be a device tensor that a CUDA graph reads in place
+    w = {f.name.removeprefix("lambda_"): getattr(weights, f.name) for f in fields(weights)}
     unknown = set(terms) - set(w)
     if unknown: raise ValueError(f"unknown loss terms {sorted(unknown)}")
     if not terms: raise ValueError("no loss terms")
@@ -195,7 +196,10 @@ def corruption_masks(batch: torch.Tensor,            # [N] structure index of ea
     "Draw (structure mask [B], atom mask [N]): u_j < p and q_i < r (Algorithm 2)."
     for name, v in (("p", p), ("r", r)):
         if not 0 <= v <= 1: raise ValueError(f"{name} must lie in [0, 1], got {v}")
-    u = torch.rand(num_graphs, generator=generator).to(batch.device)
-    q = torch.rand(batch.shape[0], generator=generator).to(batch.device)
+    # drawn where the atoms are (no copy from the host; a CUDA graph replays device draws afresh), unless a generator
+    # of another device is given
+    device = batch.device if generator is None else generator.device
+    u = torch.rand(num_graphs, generator=generator, device=device).to(batch.device)
+    q = torch.rand(batch.shape[0], generator=generator, device=device).to(batch.device)
     structure = u < p
     return structure, structure[batch] & (q < r)

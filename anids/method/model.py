@@ -9,6 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
+from ..nn.fixed_shapes import is_sync_free
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
@@ -76,7 +77,10 @@ class Corruption:
     L: torch.Tensor|None                 # [N, 3, 3] L_i, the Cholesky factors of Sigma_i
     eps: torch.Tensor|None               # [N, 3] eps_i ~ N(0, I)
     @property
-    def any(self) -> bool: return bool(self.atoms.any())
+    def any(self) -> bool:
+        """Whether any atom moved; inside `sync_free()` True without reading the mask (masked terms are zero if none did)
+        unless nothing could move (no noise drawn: method 'none', p = 0)."""
+        return self.eps is not None and (is_sync_free() or bool(self.atoms.any()))
 
 @dataclass
 class DenoiserView:
@@ -144,10 +148,12 @@ class AniDSModel(nn.Module):
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
                 vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
+                graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes.complete_graph); None: the radius graph of pos
                ) -> Prediction:
         """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
         With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
-        forces need every atom's vector, so it must then be None."""
+        forces need every atom's vector, so it must then be None. Inside `sync_free()` a fixed `graph` is required:
+        a radius graph is built on the host."""
         if vector_atoms is not None and compute_forces and self.force_mode == "direct":
             raise ValueError("direct forces are the vector output of every atom: vector_atoms must be None")
         z, batch = data.z, data.batch
@@ -155,7 +161,9 @@ class AniDSModel(nn.Module):
         pos = data.pos if pos is None else pos
         cell = getattr(data, "cell", None)
         pbc = getattr(data, "pbc", None)
-        graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
+        if graph is None:
+            _no_radius_graph_in_sync_free()
+            graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
         conservative = self.force_mode == "conservative" and compute_forces
         direct_stress = compute_stress and self.force_mode == "direct"
         if compute_stress: _check_periodic(cell, pbc, B)
@@ -189,9 +197,11 @@ class AniDSModel(nn.Module):
             stress = self.force_scale * out.stress
         return Prediction(energy, forces, out.vector, stress)
 
-    def covariance(self, data) -> Covariance|None:
-        "Sigma_i, Gamma_i, a_i of every atom of the (clean) structures in `data`."
-        return self.generator.covariance(data.z, data.pos, data.batch, getattr(data, "cell", None), getattr(data, "pbc", None))
+    def covariance(self, data, graph: Graph|None = None) -> Covariance|None:
+        "Sigma_i, Gamma_i, a_i of every atom of the (clean) structures in `data` (on `graph` if given)."
+        if graph is None: _no_radius_graph_in_sync_free()
+        return self.generator.covariance(data.z, data.pos, data.batch, getattr(data, "cell", None), getattr(data, "pbc", None),
+                                         graph=graph)
 
     # ---------------------------------------------------------------- training objective
     def covariance_of_structures(self, data, structures: torch.Tensor) -> Covariance:
@@ -217,11 +227,14 @@ class AniDSModel(nn.Module):
 
     def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
                stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
+               graph: Graph|None = None,  # a fixed graph for both networks (complete_graph); None: radius graphs
                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms).
         The comments give the lines of the paper's algorithm; `denoiser_view` is where a variant of `cfg` changes what
-        the denoiser sees (`supervise_corrupted=False`, `denoise_copy`), nothing else does."""
-        moved = self.corrupt(data, cfg, rng)                        # lines 7-16: m_i, Sigma_i, L_i, eps_i, p~_i, f~_i
+        the denoiser sees (`supervise_corrupted=False`, `denoise_copy`), nothing else does. Inside `sync_free()` (with a
+        fixed `graph`) the same losses come from fixed shapes: psi and the vector head run on every atom, masked."""
+        if graph is None: _no_radius_graph_in_sync_free()
+        moved = self.corrupt(data, cfg, rng, graph)                 # lines 7-16: m_i, Sigma_i, L_i, eps_i, p~_i, f~_i
         view = denoiser_view(data, moved, cfg)                      # the corrupted batch (or a named variant's)
         labelled = lambda key: getattr(data, key, None) is not None and view.n_supervised > 0
         stress_weight = max(weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
@@ -229,7 +242,8 @@ class AniDSModel(nn.Module):
                             compute_forces=labelled("forces") and weights.lambda_force > 0,
                             compute_stress=labelled("stress") and stress_weight > 0,
                             # conservative forces: only the moved atoms' vector output enters a loss (Eq. 9)
-                            vector_atoms=None if self.force_mode == "direct" else torch.nonzero(view.atoms).squeeze(1))
+                            vector_atoms=None if self.force_mode == "direct" or is_sync_free() else torch.nonzero(view.atoms).squeeze(1),
+                            graph=graph)
         terms = self.supervised_terms(pred, data, view, cfg, weights)      # lines 21, 23: L_E, L_F (and stress)
         if moved.any:
             terms["denoise"] = self.denoising_term(pred, view, cfg)          # line 22: L_AniDS, Eq. 9
@@ -238,23 +252,26 @@ class AniDSModel(nn.Module):
             raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
         return total_loss(terms, weights), terms                             # lines 25, 31: the weighted sum
 
-    def corrupt(self, data, cfg: DenoisingConfig, rng: torch.Generator|None = None) -> Corruption:
+    def corrupt(self, data, cfg: DenoisingConfig, rng: torch.Generator|None = None, graph: Graph|None = None) -> Corruption:
         """Algorithm 2, lines 7-16: which structures (u < p) and atoms (q_i < r) move; Sigma_i from psi, run on the
         structures with moved atoms only (a frozen psi's L_i from its cache); p~_i = p_i + L_i eps_i; f~_i = f_i m_i."""
         B, batch, pos = int(data.num_graphs), data.batch, data.pos
-        if self.method == "none" or cfg.p == 0:
-            atoms = torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device)
-        else:
-            _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
-        if not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
+        if self.method == "none" or cfg.p == 0:   # nothing ever moves
+            return Corruption(torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device), pos, None, None, None, None)
+        _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
+        if not is_sync_free() and not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
         cached = getattr(data, "noise_cache", None)
         if cached is not None and not cfg.train_generator:
             # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i alone
             cov, L = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype)
         else:
-            structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
             with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
-                cov, L = self.covariance_of_structures(data, structures), None
+                if graph is not None:   # fixed shapes: psi on every structure (the moved atoms' rows are the same)
+                    cov = self.covariance(data, graph)
+                else:
+                    structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
+                    cov = self.covariance_of_structures(data, structures)
+                L = None
         noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
         m = atoms[:, None].to(pos.dtype)
         fenc = data.forces / self.force_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
@@ -304,6 +321,11 @@ class AniDSModel(nn.Module):
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
         return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+
+def _no_radius_graph_in_sync_free() -> None:
+    if is_sync_free():
+        raise ValueError("inside sync_free() the model needs a fixed graph (losses(graph=...), predict(graph=...), "
+                         "anids.nn.fixed_shapes.complete_graph): a radius graph is built on the host")
 
 def _labels(values: torch.Tensor, n: int) -> torch.Tensor:
     "Labels of the originals, padded with zeros to `n` rows for appended copies (which are never fitted to labels)."
@@ -491,6 +513,9 @@ def load_model(path, map_location="cpu") -> AniDSModel:
 # %% ../../nbs/method/03_model.ipynb #d9b2c7a4
 def denoiser_view(data, moved: Corruption, cfg: DenoisingConfig) -> DenoiserView:
     "Algorithm 2's view of a corrupted batch (`algorithm2_view`), or that of the variant `cfg` names."
+    if is_sync_free() and (cfg.denoise_copy or not cfg.supervise_corrupted):
+        raise ValueError("denoise_copy and supervise_corrupted=False choose the fitted structures from the draws: their "
+                         "shapes change from step to step, so they have no step without host synchronisation")
     if not moved.any: return algorithm2_view(data, moved)
     if cfg.denoise_copy: return noisy_copy_view(data, moved)
     return algorithm2_view(data, moved) if cfg.supervise_corrupted else unmoved_supervised_view(data, moved)

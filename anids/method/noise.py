@@ -10,6 +10,7 @@ from torch_geometric.utils import scatter, softmax
 from ..nn.graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from ..nn.backbones import Backbone
 from ..nn.layers import BesselRBF, cosine_cutoff, mlp
+from ..nn.fixed_shapes import check_that
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
@@ -35,22 +36,23 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     if b.ndim != 1 or edge_index.shape != (2, b.shape[0]) or edge_vec.shape != (b.shape[0], 3):
         raise ValueError(f"inconsistent edge shapes: b {tuple(b.shape)}, edge_index {tuple(edge_index.shape)}, "
                          f"edge_vec {tuple(edge_vec.shape)}")
-    if not (bool(torch.isfinite(a).all()) and bool(torch.isfinite(c).all())):
-        # a_i and c_i are exp() of the generator's outputs: inf or nan only come from a network whose training diverged
-        raise FloatingPointError("the noise generator's a_i or c_i is not finite (inf or nan): its training has diverged; "
-                                 "lower its learning rate (generator_lr) or set grad_clip")
-    if not (torch.all(a > 0) and torch.all(c > 0)): raise ValueError("a_i and c_i must be positive")
+    # a_i and c_i are exp() of the generator's outputs: inf or nan only come from a network whose training diverged
+    check_that(torch.isfinite(a).all() & torch.isfinite(c).all(), lambda: FloatingPointError(
+        "the noise generator's a_i or c_i is not finite (inf or nan): its training has diverged; "
+        "lower its learning rate (generator_lr) or set grad_clip"))
+    check_that((a > 0).all() & (c > 0).all(), lambda: ValueError("a_i and c_i must be positive"))
     j, i = edge_index
     dist = torch.linalg.vector_norm(edge_vec, dim=-1)
-    if dist.numel() and bool((dist < min_distance).any()):
+    def coincident():
         k = int(torch.nonzero(dist < min_distance)[0, 0])
         ai, aj, where = int(i[k]), int(j[k]), ""
         if batch is not None:  # number the atoms within their structure, as the user's file does
             s = int(batch[ai])
             first = int(torch.searchsorted(batch.contiguous(), torch.tensor(s, dtype=batch.dtype, device=batch.device)))
             ai, aj, where = ai - first, aj - first, f" in structure {s} of the batch"
-        raise ValueError(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): "
-                         "the direction r_ij is undefined")
+        return ValueError(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): "
+                          "the direction r_ij is undefined")
+    if dist.numel(): check_that(dist >= min_distance, coincident)
     # gamma_ij and rho_i = c_i / (sum_l exp(b_il) + c_i) are one softmax over the neighbours of i and a virtual
     # neighbour with logit ln c_i (shifted by the largest logit of i, so nothing overflows)
     w = softmax(torch.cat([b, torch.log(c)]), torch.cat([i, torch.arange(n, device=i.device)]), num_nodes=n)
@@ -92,9 +94,10 @@ def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances 
             raise ValueError(f"L must have the shape of cov_matrix {tuple(ref.shape)}, got {tuple(L.shape)}")
     else:
         L, info = torch.linalg.cholesky_ex(cov_matrix)
-        if bool((info > 0).any()):
+        def not_positive_definite():
             k = int(torch.nonzero(info > 0)[0, 0])
-            raise ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
+            return ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
+        check_that(info == 0, not_positive_definite)
     # a given L is trusted (cached Cholesky factors of a frozen generator, checked when they were made)
     eps = torch.randn(L.shape[0], 3, dtype=L.dtype, device=L.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)

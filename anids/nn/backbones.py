@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import torch
 from torch import nn
 from .graphs import Graph
+from .fixed_shapes import check_that
 
 # %% auto #0
 __all__ = ['MD17_AVG_NUM_NODES', 'MD17_AVG_DEGREE', 'BACKBONES', 'PRESETS', 'BackboneOutput', 'Backbone', 'backbone_class',
@@ -29,12 +30,17 @@ class Backbone(nn.Module):
     normalised forces of corrupted atoms (zeros on the others) or None, and `vector_atoms` the indices of the atoms
     whose vector output is needed (None: all). With conservative forces only the corrupted atoms' vectors enter the
     loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero.
-    A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.stress`."""
+    A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.stress`.
+    A backbone whose every edge term carries a cutoff envelope that vanishes beyond `cutoff` (as a factor, or as its
+    log in an attention score: a weight of about 1e-30) sets `edges_beyond_cutoff_vanish = True`: a graph with extra
+    edges beyond the cutoff (`complete_graph`) then gives its radius graph's result to rounding (tested in
+    anids.train.fast); attention normalised over all edges without the envelope does not."""
     cutoff: float
     num_scalar_features: int
     max_z: int
     max_neighbors: int|None = None
     predicts_stress: bool = False
+    edges_beyond_cutoff_vanish: bool = False
 
     def forward(self, z: torch.Tensor, pos: torch.Tensor, graph: Graph, batch: torch.Tensor,
                 force_encoding: torch.Tensor|None = None, vector_atoms: torch.Tensor|None = None) -> BackboneOutput:
@@ -43,8 +49,9 @@ class Backbone(nn.Module):
     def check_inputs(self, z: torch.Tensor, pos: torch.Tensor, force_encoding: torch.Tensor|None = None,
                      vector_atoms: torch.Tensor|None = None) -> None:
         "ValueError for atomic numbers outside 1..max_z, a force encoding not shaped like the positions, bad `vector_atoms`."
-        if z.numel() and (int(z.min()) < 1 or int(z.max()) > self.max_z):
-            raise ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}")
+        if z.numel():
+            check_that((z >= 1) & (z <= self.max_z),
+                       lambda: ValueError(f"atomic numbers must lie in 1..{self.max_z}, got {int(z.min())}..{int(z.max())}"))
         if force_encoding is not None and force_encoding.shape != pos.shape:
             raise ValueError(f"force_encoding must have shape {tuple(pos.shape)}, got {tuple(force_encoding.shape)}")
         if vector_atoms is not None:

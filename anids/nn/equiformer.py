@@ -431,7 +431,7 @@ class EdgeDegreeEmbedding(nn.Module):
             else:
                 o = y.new_zeros(N, 2 * l3 + 1, self.muls[l3])
             out.append(o * scale)
-        deg = torch.bincount(dst, minlength=N).to(out[0].dtype)
+        deg = out[0].new_zeros(N).index_add_(0, dst, out[0].new_ones(dst.shape[0]))   # in-degree, a fixed-size output
         out[0] = out[0] + (deg * scale)[:, None, None] * self.proj.bias
         return out
 

@@ -169,6 +169,7 @@ PRESETS = {
 
 class GeoMFormer(Backbone):
     "GeoMFormer (Chen et al., ICML 2024): invariant and equivariant Transformer streams joined by cross-attention."
+    edges_beyond_cutoff_vanish = True   # edge features carry the envelope, attention scores its log (weight ~1e-30)
     def __init__(self,
                  num_layers: int = 6,        # GeoMFormer blocks
                  embedding_dim: int = 128,   # d: invariant channels and vector channels

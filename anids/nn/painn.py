@@ -9,6 +9,7 @@ from torch.utils.checkpoint import checkpoint
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, BesselRBF, mlp
+from .fixed_shapes import is_sync_free
 
 # %% auto #0
 __all__ = ['PRESETS', 'PaiNNMessage', 'PaiNNUpdate', 'GatedEquivariantBlock', 'PaiNN']
@@ -82,6 +83,7 @@ PRESETS = {
 
 class PaiNN(Backbone):
     "Polarizable atom interaction neural network (Schütt et al. 2021) with DeNS-style force encoding."
+    edges_beyond_cutoff_vanish = True   # every message is scaled by cosine_cutoff(r_ij)
     def __init__(self,
                  num_features: int = 128,  # F, scalar and vector channels
                  num_layers: int = 3,      # interaction blocks (message + update)
@@ -119,10 +121,11 @@ class PaiNN(Backbone):
         s = self.embedding(z)
         v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
         # PaiNN's vector features start at zero: before the first message only force-encoded atoms (DeNS's corrupted
-        # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding)
-        sources = torch.zeros(0, dtype=torch.bool, device=s.device)
+        # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding).
+        # Which edges those are depends on the values: a step without host synchronisation runs the term over every edge
+        sources = None if is_sync_free() else torch.zeros(0, dtype=torch.bool, device=s.device)
         if force_encoding is not None:
-            sources = (force_encoding != 0).any(dim=-1)
+            if sources is not None: sources = (force_encoding != 0).any(dim=-1)
             fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
             if self.force_encoding_max is not None:
                 # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high

@@ -4,9 +4,10 @@
 __all__ = []
 
 # %% ../../nbs/train/00_index.ipynb #50ce0961
-"""Training: configuration, the Lightning module, checkpoints, `fit` and the command line. `config` (the settings and recipes), `module` (the Lightning module, the weight average, `evaluate`), `checkpoints` (named pre-trained weights, the generator's scheme), `loop` (`fit`) and `cli` (`anids-train`). `from anids.train import fit, make_config` keeps working: the package holds the names of its modules but `cli`."""
+"""Training: configuration, the Lightning module, checkpoints, `fit` and the command line. `config` (the settings and recipes), `module` (the Lightning module, the weight average, `evaluate`), `checkpoints` (named pre-trained weights, the generator's scheme), `loop` (`fit`), `fast` (training steps of fixed shapes without host synchronisation, CUDA graphs) and `cli` (`anids-train`). `from anids.train import fit, make_config` keeps working: the package holds the names of its modules but `cli`."""
 # the names of the former module anids.train keep working from the package
 from .config import *  # noqa: F403
 from .module import *  # noqa: F403
 from .checkpoints import *  # noqa: F403
 from .loop import *  # noqa: F403
+from .fast import *  # noqa: F403

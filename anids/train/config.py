@@ -64,6 +64,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     num_nodes: int = 1               # nodes (Lightning, multi-node DDP)
     strategy: str = "auto"           # Lightning strategy, e.g. ddp
     threads: int = 0                 # torch threads on CPU (0: leave as is)
+    fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; needs conformations of one molecule, one device, Algorithm 2's view, no KL warm-up; psi's per-step statistics are not logged
     eval_batch_size: int = 32        # structures per batch when validating and testing
     check_val_every_n_epoch: int = 1 # validate every this many epochs
     checkpoint_every_n_steps: int = 0  # >0: also write checkpoints/last.ckpt every this many steps (long epochs)
@@ -95,6 +96,13 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.vector_norm_eps < 0: raise ValueError(f"vector_norm_eps must be >= 0 (0: the backbone's default), got {self.vector_norm_eps}")
         if self.vector_norm_eps > 0 and "vector_norm_eps" not in inspect.signature(backbone_class(self.backbone)).parameters:
             raise ValueError(f"backbone {self.backbone!r} takes no vector_norm_eps")
+        if self.fast_step:   # what FastStep cannot do, refused before any data is read
+            unsupported = [what for what, bad in (
+                ("one device (devices=1, num_nodes=1, strategy='auto')", self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"),
+                ("no KL-only warm-up (kl_warmup_threshold=0)", self.kl_warmup_threshold > 0),
+                ("Algorithm 2's view (supervise_corrupted=True, denoise_copy=False)", self.denoise_copy or not self.supervise_corrupted),
+                ("no stress terms", max(self.lambda_stress, self.lambda_stress_iso, self.lambda_stress_aniso) > 0)) if bad]
+            if unsupported: raise ValueError("fast_step needs " + "; ".join(unsupported))
 
     def denoising(self) -> DenoisingConfig:
         "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."

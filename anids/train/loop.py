@@ -12,12 +12,14 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
+from torch.utils.data import DataLoader as TorchDataLoader
 from ..method.model import (AniDSModel, build_model, save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS,
                                 cache_covariances, cached_covariance, covariance_stats)
 from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units
+from .fast import FixedShapeSet, check_fixed_graph
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
@@ -136,6 +138,11 @@ def prepare_training(train_set, config: TrainConfig,
     clamp = _force_encoding_clamp(config, train_set, scale)
     if clamp is not None: spec["backbone_overrides"] = {**spec.get("backbone_overrides", {}), "force_encoding_max": clamp}
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
+    if config.fast_step:   # whole batches only (fixed shapes); one molecule and a graph that does not change the result
+        if len(train_set) < config.batch_size:
+            raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
+        steps_per_epoch = len(train_set) // config.batch_size
+        FixedShapeSet(train_set)
     src, info = None, {}
     if pretrained is not None:
         pretrained = resolve_pretrained(pretrained, config)
@@ -143,6 +150,7 @@ def prepare_training(train_set, config: TrainConfig,
     info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
+    if config.fast_step: check_fixed_graph(module.model, FixedShapeSet(train_set))
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
@@ -340,8 +348,13 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
                resume=None, log_version: int|None = None) -> None:
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
-    loaders = dict(train_dataloaders=DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True),
-                   val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
+    if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
+        module.fast_structures = list(train_set)
+        train = TorchDataLoader(range(len(train_set)), batch_size=config.batch_size, shuffle=True, drop_last=True,
+                                pin_memory=config.accelerator == "gpu")
+    else:
+        train = DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True)
+    loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
     try:

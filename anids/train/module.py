@@ -15,6 +15,7 @@ from ..method.model import AniDSModel, build_model
 from ..method.losses import LossWeights
 from ..data.units import energy_factor
 from .config import TrainConfig
+from .fast import FastStep, FixedShapeSet
 
 # %% auto #0
 __all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
@@ -50,6 +51,8 @@ class AniDSModule(L.LightningModule):
         self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
                              and bool(self.noise_cfg.train_generator))
         self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
+        # TrainConfig.fast_step: the training structures (fit sets them) and the FastStep made at the first step
+        self.fast_structures, self.fast = None, None
 
     @property
     def total_steps(self) -> int:
@@ -63,6 +66,7 @@ class AniDSModule(L.LightningModule):
         return w
 
     def training_step(self, batch, batch_idx):
+        if self.cfg.fast_step: return self._fast_training_step(batch)
         B = int(batch.num_graphs)
         if self.in_kl_warmup:
             kl = self.model.kl_warmup_loss(batch, self.noise_cfg)
@@ -78,6 +82,25 @@ class AniDSModule(L.LightningModule):
         measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
         stats = {} if measure else None
         total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
+        self._log_step(total, terms, w, B)
+        if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
+        return total
+
+    def _fast_training_step(self, index):
+        """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` (the loader
+        yields indices); Lightning clips and steps the optimiser as for the eager step (`backward` hands it the gradients)."""
+        if self.fast is None:
+            if self.fast_structures is None:
+                raise ValueError("fast_step needs the training structures in AniDSModule.fast_structures (fit sets them)")
+            data = FixedShapeSet(self.fast_structures, device=self.device, dtype=next(self.model.parameters()).dtype)
+            self.fast = FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
+        w = self.current_weights()
+        self.fast.set_lambda_denoise(w.lambda_denoise)
+        total, terms = self.fast(index)
+        self._log_step(total, terms, w, int(index.shape[0]))
+        return total
+
+    def _log_step(self, total, terms, w, B):
         # one rare noise draw that pushes two atoms onto each other gives a loss orders of magnitude above the others and,
         # unclipped, one huge step; the window's largest loss shows it in the log even when it falls between logged steps
         # (a running maximum on the device: no host synchronisation per step)
@@ -90,14 +113,15 @@ class AniDSModule(L.LightningModule):
             logged.update({"train/loss": loss, "train/loss_max": self._loss_max, "train/lambda_denoise": float(w.lambda_denoise)})
             self.log_dict(logged, batch_size=B)
             self._loss_max = None
-        if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
-        return total
 
     def backward(self, loss, *args, **kwargs):
         # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
         # d(loss)/d(positions) into the positions that the conservative forces are differentiated by (a leaf nobody
         # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
         # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
+        if self.fast is not None:   # fast_step: the pass has run; put back the gradients zero_grad has just cleared
+            self.fast.put_gradients()
+            return
         loss.backward(*args, inputs=self.trained_parameters, **kwargs)
 
     def _eval_step(self, batch, stage):

@@ -1360,6 +1360,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                               'anids/train/fast.py'),
                                   'anids.train.fast.FixedShapeSet.batch': ('train/fast.html#fixedshapeset.batch', 'anids/train/fast.py'),
                                   'anids.train.fast.FixedShapeSet.epoch': ('train/fast.html#fixedshapeset.epoch', 'anids/train/fast.py'),
+                                  'anids.train.fast.FixedShapeSet.largest_distance': ( 'train/fast.html#fixedshapeset.largest_distance',
+                                                                                       'anids/train/fast.py'),
                                   'anids.train.fast.check_fixed_graph': ('train/fast.html#check_fixed_graph', 'anids/train/fast.py')},
             'anids.train.loop': { 'anids.train.loop.RunProgress': ('train/fit.html#runprogress', 'anids/train/loop.py'),
                                   'anids.train.loop.RunProgress.__init__': ('train/fit.html#runprogress.__init__', 'anids/train/loop.py'),

@@ -117,7 +117,9 @@ def force_loss(pred: torch.Tensor, target: torch.Tensor,
                batch: torch.Tensor|None = None, num_graphs: int|None = None,
                kind: str = "l2mae",                      # 'l2mae' (per-atom L2 norm) or 'mse' (its square)
                normalisation: str = "all",               # 'all': / N_j (Algorithm 2); 'uncorrupted': / its count
-               scale: float = 1.0) -> torch.Tensor:
+               scale: float = 1.0,
+               counted: torch.Tensor|None = None,        # [N] atoms that exist (N_j counts them; a fixed-shape batch's padding does not); None: all
+              ) -> torch.Tensor:
     "Per-atom force loss averaged per structure, then over structures."
     if pred.shape != target.shape: raise ValueError(f"force shapes differ: {tuple(pred.shape)} vs {tuple(target.shape)}")
     d = (pred - target) / scale
@@ -126,11 +128,12 @@ def force_loss(pred: torch.Tensor, target: torch.Tensor,
     else: raise ValueError(f"unknown force loss {kind!r}; use 'l2mae' or 'mse'")
     if normalisation not in ("all", "uncorrupted"): raise ValueError(f"unknown normalisation {normalisation!r}")
     count = None
+    exists = torch.ones_like(per_atom) if counted is None else counted.to(per_atom.dtype)
     if normalisation == "all" and batch is not None:
         B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
-        count = scatter(torch.ones_like(per_atom), batch, 0, dim_size=B)
+        count = scatter(exists, batch, 0, dim_size=B)
     elif normalisation == "all" and mask is not None:
-        return (per_atom * mask).sum() / max(1, per_atom.shape[0])
+        return (per_atom * mask).sum() / (max(1, per_atom.shape[0]) if counted is None else exists.sum().clamp_min(1))
     return masked_mean(per_atom, mask, batch, num_graphs, per_structure_count=count)
 
 def stress_loss(pred: torch.Tensor, target: torch.Tensor, scale: float = 1.0) -> torch.Tensor:

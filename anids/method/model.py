@@ -99,7 +99,9 @@ class DenoiserView:
     def n_supervised(self) -> int: return self.num_graphs if self.supervised is None else int(self.supervised.sum())
 
 class AniDSModel(nn.Module):
-    "Noise generator psi + denoising auto-encoder phi with energy, force, stress and noise outputs."
+    """Noise generator psi + denoising auto-encoder phi with energy, force, stress and noise outputs. A batch may carry
+    `atom_mask` [N] bool: False marks the padding atoms of a fixed-shape batch (anids.train.fast), which add no energy,
+    enter no loss term and are never corrupted."""
     def __init__(self,
                  denoiser: Backbone,                      # phi
                  generator: NoiseGenerator|None = None,   # psi (None: method 'none')
@@ -179,8 +181,10 @@ class AniDSModel(nn.Module):
             pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
             graph = Graph(graph.edge_index, _strain_shifts(graph, batch, sym))
         out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
-        e_atom = self.energy_scale * out.atomic_energy
-        energy = scatter(e_atom.to(torch.float64) + self.atomic_energies[z], batch, 0, dim_size=B)
+        e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
+        real = getattr(data, "atom_mask", None)
+        if real is not None: e_atom = torch.where(real, e_atom, 0.0)   # padding atoms add no energy
+        energy = scatter(e_atom, batch, 0, dim_size=B)
         forces, stress = None, None
         if conservative:
             inputs = [pos] + ([strain] if strain is not None else [])
@@ -259,6 +263,8 @@ class AniDSModel(nn.Module):
         if self.method == "none" or cfg.p == 0:   # nothing ever moves
             return Corruption(torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device), pos, None, None, None, None)
         _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
+        real = getattr(data, "atom_mask", None)
+        if real is not None: atoms = atoms & real   # padding atoms never move
         if not is_sync_free() and not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
         cached = getattr(data, "noise_cache", None)
         if cached is not None and not cfg.train_generator:
@@ -287,8 +293,10 @@ class AniDSModel(nn.Module):
             terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
         if pred.forces is not None:
             fitted = ~view.atoms if view.supervised is None else view.supervised[batch]
+            real = getattr(view.data, "atom_mask", None)
+            if real is not None: fitted = fitted & real
             terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
-                                        cfg.force_loss, cfg.force_normalisation, self.force_scale) * (B / n)
+                                        cfg.force_loss, cfg.force_normalisation, self.force_scale, counted=real) * (B / n)
         if pred.stress is not None:
             target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
             for name, fn in (("stress", stress_loss), ("stress_iso", stress_iso_loss), ("stress_aniso", stress_aniso_loss)):
@@ -320,7 +328,7 @@ class AniDSModel(nn.Module):
     def kl_warmup_loss(self, data, cfg: DenoisingConfig) -> torch.Tensor:
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
         cov = self.covariance(data)
-        return kl_isotropic_prior(cov.matrix, cfg.sigma_p, None, data.batch, int(data.num_graphs))
+        return kl_isotropic_prior(cov.matrix, cfg.sigma_p, getattr(data, "atom_mask", None), data.batch, int(data.num_graphs))
 
 def _no_radius_graph_in_sync_free() -> None:
     if is_sync_free():

@@ -223,7 +223,9 @@ class NoiseGenerator(nn.Module):
         "b_ij = w1([h_i; h_j; eta(|r_ij|)]) + ln f_cut(|r_ij|) for a set of edges (i_local and n are unused)."
         r = torch.linalg.vector_norm(vec, dim=-1)
         b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
-        return (b + torch.log(cosine_cutoff(r, self.encoder.cutoff).clamp_min(1e-30)),)  # gamma_ij -> 0 at the cutoff
+        fcut = cosine_cutoff(r, self.encoder.cutoff)
+        # gamma_ij -> 0 at the cutoff, and exactly 0 beyond it (-inf: extra edges of a fixed graph change nothing)
+        return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
 
     def forward(self, z, pos, batch=None, cell=None, pbc=None, graph=None) -> Covariance|None:
         return self.covariance(z, pos, batch, cell, pbc, graph)

@@ -32,8 +32,8 @@ class Backbone(nn.Module):
     loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero.
     A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.stress`.
     A backbone whose every edge term carries a cutoff envelope that vanishes beyond `cutoff` (as a factor, or as its
-    log in an attention score: a weight of about 1e-30) sets `edges_beyond_cutoff_vanish = True`: a graph with extra
-    edges beyond the cutoff (`complete_graph`) then gives its radius graph's result to rounding (tested in
+    log in an attention score, -inf there) sets `edges_beyond_cutoff_vanish = True`: a graph with extra edges beyond
+    the cutoff (`complete_graph`, padding atoms) then gives its radius graph's result to rounding (tested in
     anids.train.fast); attention normalised over all edges without the envelope does not."""
     cutoff: float
     num_scalar_features: int

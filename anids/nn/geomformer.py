@@ -43,7 +43,10 @@ class Neighbourhoods:
         loop = torch.arange(num_nodes, device=edge_index.device)
         self.src = torch.cat([edge_index[0], loop])
         self.dst = torch.cat([edge_index[1], loop])
-        self.log_w = torch.cat([torch.log(fcut.clamp_min(1e-30)), fcut.new_zeros(num_nodes)])
+        # beyond the cutoff the weight is exactly zero (-inf), whatever the score's other terms; the clamp keeps the
+        # gradient of the log finite there (masked_fill passes none through)
+        log_w = torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf"))
+        self.log_w = torch.cat([log_w, fcut.new_zeros(num_nodes)])
         self.num_nodes, self.num_edges = num_nodes, edge_index.shape[1]
         self.pairs = torch.stack([self.src, self.dst])
         self.chunks = (edge_chunks(self.pairs, num_nodes, chunk_size)
@@ -169,7 +172,7 @@ PRESETS = {
 
 class GeoMFormer(Backbone):
     "GeoMFormer (Chen et al., ICML 2024): invariant and equivariant Transformer streams joined by cross-attention."
-    edges_beyond_cutoff_vanish = True   # edge features carry the envelope, attention scores its log (weight ~1e-30)
+    edges_beyond_cutoff_vanish = True   # edge features carry the envelope, attention scores its log (-inf beyond the cutoff)
     def __init__(self,
                  num_layers: int = 6,        # GeoMFormer blocks
                  embedding_dim: int = 128,   # d: invariant channels and vector channels

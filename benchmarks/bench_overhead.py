@@ -50,7 +50,8 @@ import torch   # noqa: E402
 from lightning.pytorch.callbacks import Callback
 
 from anids.data import datasets as D
-from anids.train import make_config, fit, prepare_training, NOISE_STATS_EVERY, _TrainableAveragedModel
+from anids.train import make_config, fit, prepare_training, NOISE_STATS_EVERY
+from anids.train.module import _TrainableAveragedModel
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment, load_warning   # noqa: E402

@@ -64,7 +64,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     num_nodes: int = 1               # nodes (Lightning, multi-node DDP)
     strategy: str = "auto"           # Lightning strategy, e.g. ddp
     threads: int = 0                 # torch threads on CPU (0: leave as is)
-    fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; needs conformations of one molecule, one device, Algorithm 2's view, no KL warm-up; psi's per-step statistics are not logged
+    fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; needs molecules (no periodic cells; different sizes are padded), one device, Algorithm 2's view or Algorithm 1, no KL warm-up; psi's per-step statistics are not logged
     eval_batch_size: int = 32        # structures per batch when validating and testing
     check_val_every_n_epoch: int = 1 # validate every this many epochs
     checkpoint_every_n_steps: int = 0  # >0: also write checkpoints/last.ckpt every this many steps (long epochs)

@@ -138,7 +138,7 @@ def prepare_training(train_set, config: TrainConfig,
     clamp = _force_encoding_clamp(config, train_set, scale)
     if clamp is not None: spec["backbone_overrides"] = {**spec.get("backbone_overrides", {}), "force_encoding_max": clamp}
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
-    if config.fast_step:   # whole batches only (fixed shapes); one molecule and a graph that does not change the result
+    if config.fast_step:   # whole batches only (fixed shapes) of molecules, and a graph that does not change the result
         if len(train_set) < config.batch_size:
             raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
         steps_per_epoch = len(train_set) // config.batch_size

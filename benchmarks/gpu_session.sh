@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The GPU measurements of the fast training step (anids.train.fast) in one command, for a machine that has PyTorch with
+# CUDA but not all of the package's other needs: those travel as wheels in .whl/ (ase, vesin, vesin-torch, fastcore,
+# downloaded for the machine's Python 3.12 with
+#     pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl ase vesin==0.6.2 vesin-torch==0.6.2 fastcore
+# Run from the repository root:
+#
+#     OUT=/some/dir bash benchmarks/gpu_session.sh        # default OUT: results/
+#
+# Writes gpu.txt (nvidia-smi), bench_fast_step_h200.json, bench_fast_step_pretrain_h200.json and their logs under
+# $OUT: at most 8 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them.
+set -o pipefail
+OUT=${OUT:-results}
+mkdir -p "$OUT"
+if ls .whl/*.whl >/dev/null 2>&1; then
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+        && export PYTHONPATH=/tmp/site:$PYTHONPATH || exit 1
+fi
+export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv | tee "$OUT/gpu.txt"
+python3 -c "import torch, anids.train.fast; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'cuda', torch.version.cuda)" || exit 1
+# cpu-30min (PaiNN demo, batches of 8 ethanols): steps, epochs, whole fits, checks, profiles (about 3 minutes)
+timeout 300 python3 benchmarks/bench_fast_step.py --device cuda --methods none anids --steps 50 --warmup 10 \
+    --epochs 2 --fit-epochs 3 --profile --out "$OUT/bench_fast_step_h200.json" 2>&1 | tee "$OUT/bench_fast_step.log"
+# Algorithm 1 as the shipped QM9 pre-training runs it (batches of 64 molecules), on the eight bundled molecules
+# (9-21 atoms, padded to 21) as a stand-in for QM9 (about 1.5 minutes)
+timeout 180 python3 benchmarks/bench_fast_step.py --device cuda --recipe pretrain --molecule all --n 3200 --batch-size 64 \
+    --methods dens anids --steps 30 --warmup 5 --epochs 2 --out "$OUT/bench_fast_step_pretrain_h200.json" 2>&1 \
+    | tee "$OUT/bench_fast_step_pretrain.log"

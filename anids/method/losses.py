@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields
 import math
 import torch
 from torch_geometric.utils import scatter
+from ..nn.fixed_shapes import is_sync_free, solve_lower_transposed_3x3, inverse_lower_3x3
 
 # %% auto #0
 __all__ = ['DENOISE_REDUCTIONS', 'masked_mean', 'anids_target', 'authors_target_scale', 'anids_loss', 'kl_isotropic_prior',
@@ -39,6 +40,7 @@ def masked_mean(values: torch.Tensor,              # [N] per-atom values
 # %% ../../nbs/method/02_losses.ipynb #c5454acf
 def anids_target(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
     "L_i^{-T} eps_i = Sigma_i^{-1} (x~_i - x_i), by a triangular solve; [N, 3]."
+    if is_sync_free(): return solve_lower_transposed_3x3(L, eps)   # closed form: a CUDA graph records it
     return torch.linalg.solve_triangular(L.transpose(1, 2), eps[:, :, None], upper=True).squeeze(-1)
 
 DENOISE_REDUCTIONS = ("pooled_l2", "per_structure_sq")
@@ -53,7 +55,8 @@ def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky 
     B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
     eye = torch.eye(3, dtype=L.dtype, device=L.device).expand_as(L)
     # ||L^{-T}||_F = ||L^{-1}||_F; one triangular solve per atom
-    frob = torch.linalg.matrix_norm(torch.linalg.solve_triangular(L, eye, upper=False))
+    inverse = inverse_lower_3x3(L) if is_sync_free() else torch.linalg.solve_triangular(L, eye, upper=False)
+    frob = torch.linalg.matrix_norm(inverse)
     w = m.to(L.dtype)
     sums = scatter(frob * w, batch, 0, dim_size=B)
     cnt = scatter(w, batch, 0, dim_size=B)

@@ -10,7 +10,7 @@ from torch_geometric.utils import scatter, softmax
 from ..nn.graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from ..nn.backbones import Backbone
 from ..nn.layers import BesselRBF, cosine_cutoff, mlp
-from ..nn.fixed_shapes import check_that
+from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
@@ -93,11 +93,15 @@ def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances 
         if L.shape != ref.shape:
             raise ValueError(f"L must have the shape of cov_matrix {tuple(ref.shape)}, got {tuple(L.shape)}")
     else:
-        L, info = torch.linalg.cholesky_ex(cov_matrix)
+        if is_sync_free():   # the closed form: no solver status to read, and a CUDA graph records it
+            L, ok = cholesky_3x3(cov_matrix)
+        else:
+            L, info = torch.linalg.cholesky_ex(cov_matrix)
+            ok = info == 0
         def not_positive_definite():
-            k = int(torch.nonzero(info > 0)[0, 0])
+            k = int(torch.nonzero(~ok)[0, 0])
             return ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
-        check_that(info == 0, not_positive_definite)
+        check_that(ok, not_positive_definite)
     # a given L is trusted (cached Cholesky factors of a frozen generator, checked when they were made)
     eps = torch.randn(L.shape[0], 3, dtype=L.dtype, device=L.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)

@@ -1354,7 +1354,6 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'anids.train.fast.FastStep.__call__': ('train/fast.html#faststep.__call__', 'anids/train/fast.py'),
                                   'anids.train.fast.FastStep.__init__': ('train/fast.html#faststep.__init__', 'anids/train/fast.py'),
                                   'anids.train.fast.FastStep._body': ('train/fast.html#faststep._body', 'anids/train/fast.py'),
-                                  'anids.train.fast.FastStep._record': ('train/fast.html#faststep._record', 'anids/train/fast.py'),
                                   'anids.train.fast.FastStep.put_gradients': ( 'train/fast.html#faststep.put_gradients',
                                                                                'anids/train/fast.py'),
                                   'anids.train.fast.FastStep.record': ('train/fast.html#faststep.record', 'anids/train/fast.py'),

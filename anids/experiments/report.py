@@ -897,14 +897,16 @@ def benchmark_section(results_dir) -> Section|None:
     for f in sorted(Path(results_dir).glob("bench_*.json")):
         if f.name in files or f.name.startswith(_BENCH_READ_ELSEWHERE): continue
         d = read_json(f)
-        if isinstance(d.get("ratios"), dict):
-            summary = "; ".join(f"{k} {v:.2f}" for k, v in d["ratios"].items() if isinstance(v, (int, float)))
+        ratios = d.get("ratios") if isinstance(d.get("ratios"), dict) else d.get("ratios_interleaved")   # bench_overhead without rounds
+        if isinstance(ratios, dict):
+            summary = "; ".join(f"{k} {v:.2f}" for k, v in ratios.items() if isinstance(v, (int, float)))
         elif isinstance(d.get("rows"), dict):
             summary = "; ".join(f"{k}: " + ", ".join(f"{m} {v:.3g}" for m, v in r.items() if isinstance(v, (int, float)) and m in
                                                       ("cpu_seconds", "peak_rss_MB", "frames_per_cpu_s", "seconds"))
                                 for k, r in d["rows"].items() if isinstance(r, dict))
         else:
-            raise ValueError(f"{f}: a benchmark result needs 'ratios' (side-by-side ratios) or 'rows' (one dict per case)")
+            raise ValueError(f"{f}: a benchmark result needs 'ratios' (side-by-side ratios, or bench_overhead's "
+                             "'ratios_interleaved') or 'rows' (one dict per case)")
         rows[d.get("benchmark", f.stem)] = {"ours / authors' code": "—", "ours ms per step": "—", "summary": summary or "—"}
         prov.append(_ours_line(f.name, "see the file", [], machine_of(d), _short_rev(d)))
         files.append(f.name)

@@ -284,16 +284,17 @@ class SO2Convolution(nn.Module):
 
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #6f73f422
 class _Edges:
-    "Everything about the edges of one forward pass, computed once and shared by all blocks."
-    def __init__(self, src, dst, num_nodes, rbf, z_src, z_dst, D_to, D_back, batch):
+    """Everything about the edges of one forward pass, computed once and shared by all blocks. `within` [E] bool: the
+    edges shorter than the cutoff, for a complete graph (anids.nn.fixed_shapes.complete_graph); None: all of them."""
+    def __init__(self, src, dst, num_nodes, rbf, z_src, z_dst, D_to, D_back, batch, within=None):
         self.src, self.dst, self.num_nodes = src, dst, num_nodes
         self.rbf, self.z_src, self.z_dst = rbf, z_src, z_dst
-        self.D_to, self.D_back, self.batch = D_to, D_back, batch
+        self.D_to, self.D_back, self.batch, self.within = D_to, D_back, batch, within
 
     def select(self, keep: torch.Tensor) -> "_Edges":
         "The edges where `keep` [E] is True (node count and batch unchanged)."
         return _Edges(self.src[keep], self.dst[keep], self.num_nodes, self.rbf[keep], self.z_src[keep], self.z_dst[keep],
-                      self.D_to[keep], self.D_back[keep], self.batch)
+                      self.D_to[keep], self.D_back[keep], self.batch, None if self.within is None else self.within[keep])
 
 class _ChunkedEdges:
     """The edges of a big graph in eval mode (`EquiformerV2.edge_chunk_size`): chunks of whole neighbourhoods
@@ -371,7 +372,11 @@ class SO2EquivariantGraphAttention(nn.Module):
         msg = torch.cat([F.silu(gate)[:, None], s2_activation(msg, T, Fm[1:])], dim=1)  # separable S^2 activation
         msg, _ = self.conv2(msg)
         a = smooth_leaky_relu(self.alpha_norm(alpha.view(-1, self.H, self.A)))
-        a = softmax((a * self.alpha_dot).sum(-1), e.dst, num_nodes=e.num_nodes)     # [E, H], over j in N(i)
+        logits = (a * self.alpha_dot).sum(-1)
+        if e.within is not None:   # a complete graph: the edges beyond the cutoff get weight 0 (an atom without any: none)
+            logits = logits.masked_fill(~e.within[:, None], -1e30)
+        a = softmax(logits, e.dst, num_nodes=e.num_nodes)                            # [E, H], over j in N(i)
+        if e.within is not None: a = a * e.within[:, None]
         if self.alpha_dropout is not None: a = self.alpha_dropout(a)
         E, K = msg.shape[:2]
         msg = (msg.view(E, K, self.H, self.V) * a[:, None, :, None]).view(E, K, self.H * self.V)
@@ -435,6 +440,7 @@ class EdgeDegreeEmbedding(nn.Module):
         return self.aggregate(e) / self.avg_degree
     def aggregate(self, e: _Edges):
         w = self.radial(e.rbf, e.z_src, e.z_dst).view(-1, self.n0, self.C)
+        if e.within is not None: w = w * e.within[:, None, None]   # a complete graph: the edges within the cutoff
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
         return scatter(msg, e.dst, 0, dim_size=e.num_nodes)
 
@@ -470,6 +476,7 @@ class StressHead(nn.Module):
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #3c81e492
 class EquiformerV2(Backbone):
     "EquiformerV2 (Liao, Wood, Das & Smidt, ICLR 2024) with DeNS force encoding (Liao et al. 2024)."
+    edges_beyond_cutoff_vanish = True   # on a complete graph it masks the edges beyond its cutoff (`_Edges.within`)
     def __init__(self,
                  num_layers: int = 12,               # Transformer blocks
                  sphere_channels: int = 128,         # d_embed: channels of every degree
@@ -557,11 +564,13 @@ class EquiformerV2(Backbone):
         j, i = graph.edge_index
         vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
         rbf, D_to, D_back = self.edge_geometry(vec)
-        return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch)
+        within = (vec * vec).sum(-1) < self.cutoff ** 2 if graph.complete else None   # the radius graph's edges
+        return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch, within)
 
     def uses_chunks(self, graph: Graph) -> bool:
-        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
-        return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
+        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size; not complete graphs)."
+        return (self.edge_chunk_size is not None and not self.training and not graph.complete
+                and graph.num_edges > self.edge_chunk_size)
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
         self.check_inputs(z, pos, force_encoding, vector_atoms)

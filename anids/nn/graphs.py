@@ -19,6 +19,7 @@ class Graph:
     "Edges of a batch of structures. `edge_index[0]` = neighbour j, `edge_index[1]` = centre i."
     edge_index: torch.Tensor  # [2, E] long
     shift: torch.Tensor       # [E, 3] Cartesian offset of the periodic image of j (zeros for molecules)
+    complete: bool = False    # every pair of each structure, any distance (complete_graph): a network keeps those within its cutoff
 
     @property
     def num_edges(self) -> int: return self.edge_index.shape[1]

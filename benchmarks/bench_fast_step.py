@@ -3,6 +3,8 @@
     python benchmarks/bench_fast_step.py                                  # CPU, 1 thread, bundled ethanol, cpu-30min
     python benchmarks/bench_fast_step.py --device cuda --out results/bench_fast_step_h200.json
     python benchmarks/bench_fast_step.py --device cuda --methods none anids --epochs 5 --profile
+    python benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 --pretrained '' --train-generator true
+    python benchmarks/bench_fast_step.py --device cuda --recipe pretrain-paper --molecule all --n 800 --methods dens anids
 
 The recipe is `cpu-30min` (PaiNN demo, batches of 8 ethanols) unless `--recipe` says otherwise; DeNS and AniDS start
 from the shipped QM9 pre-trained weights with psi frozen and its Sigma_i cached, as in the headline runs. For each
@@ -37,9 +39,11 @@ from anids.train.fast import FixedShapeSet, FastStep   # noqa: E402
 from anids.method.model import DenoisingConfig   # noqa: E402
 from anids.method.losses import LossWeights   # noqa: E402
 from anids.nn.fixed_shapes import sync_free   # noqa: E402
+from dataclasses import replace   # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment, load_warning   # noqa: E402
+from bench_recipe_steps import recipe_config   # noqa: E402  (the recipes, and pretrain-paper: Algorithm 1 at the PCQM4Mv2 scale)
 
 
 def attempt(fn, *args) -> dict:
@@ -162,8 +166,9 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
     """Loss and gradients of one step, eager (radius graphs) and fixed (complete graph, sync_free), same draws (p = 1).
     A padded set draws noise for its padding atoms too, so its draws cannot be the eager step's: there the check is the
     clean prediction (energies, the real atoms' forces) and psi's Sigma_i of the real atoms (the CPU tests compare
-    the padded step's losses and gradients with given draws)."""
-    model = copy.deepcopy(module.model).to(device).train()
+    the padded step's losses and gradients with given draws). In eval mode, without edge chunks: dropout and
+    stochastic depth (EquiformerV2's presets) would draw different random numbers in the two steps."""
+    model = copy.deepcopy(module.model).to(device).eval().set_edge_chunk_size(None)
     index = torch.arange(module.cfg.batch_size)
     if fs.padded:
         from anids.nn.fixed_shapes import complete_graph
@@ -202,8 +207,9 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
 
 def check_captured(module, fs, device, with_noise: bool) -> dict:
     """Loss and gradients of one pass, recorded in a CUDA graph and not, from the same weights and structures: equal
-    without noise (deterministic), and with it where the graph replays the random stream as eager kernels draw it."""
-    model = copy.deepcopy(module.model).to(device).train()
+    without noise (deterministic), and with it where the graph replays the random stream as eager kernels draw it.
+    In eval mode (no dropout), without edge chunks."""
+    model = copy.deepcopy(module.model).to(device).eval().set_edge_chunk_size(None)
     cfg = module.noise_cfg if with_noise else DenoisingConfig(**{**module.noise_cfg.__dict__, "p": 0.0})
     params = [p for p in model.parameters() if p.requires_grad]
     index = torch.arange(module.cfg.batch_size, device=device)
@@ -263,6 +269,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=950, help="training structures (default 950, as the ethanol benchmark)")
     ap.add_argument("--pretrained", default="qm9", help="weights for the methods with noise (default the shipped QM9 ones; '' for none)")
     ap.add_argument("--batch-size", type=int, default=None, help="structures per step (default: the recipe's)")
+    ap.add_argument("--train-generator", type=lambda v: {"true": True, "false": False}[v.lower()], default=None,
+                    help="true | false: psi trained jointly or frozen, for the learned methods (default: the recipe's)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--warmup", type=int, default=10)
@@ -291,7 +299,9 @@ def main(argv=None):
     out = {"benchmark": f"bench_fast_step {a.recipe}", "ratios": {}, "recipe": a.recipe, "data": str(a.train or f"bundled {a.molecule}"),
            "n_structures": len(frames), "device": gpu_info(device), "runs": {}, "environment_before": before}
     for method in a.methods:
-        cfg = make_config(a.recipe, method=method, progress=False, seed=0, batch_size=a.batch_size)
+        cfg = recipe_config(a.recipe, method=method, seed=0, progress=False,
+                            **({} if a.train_generator is None or method in ("none", "dens") else {"train_generator": a.train_generator}))
+        if a.batch_size: cfg = replace(cfg, batch_size=a.batch_size)
         pre = a.pretrained if (a.pretrained and method != "none" and cfg.scheme != "pretrain") else None
         torch.manual_seed(0)
         module, cfg, train, info = prepare_training(frames, cfg, pre)
@@ -322,11 +332,11 @@ def main(argv=None):
         for kind in kinds[1:]:
             run[f"speedup_{kind}"] = out["ratios"][f"{method}: eager / {kind} ms per step"] = \
                 run["eager"]["ms_per_step"] / run[kind]["ms_per_step"]
-        if a.fit_epochs:
+        if a.fit_epochs and a.recipe != "pretrain-paper":   # fit_epochs runs a named recipe
             run["fit"] = [attempt(fit_epochs, everything, a.n, a.recipe, method, pre, device, a.fit_epochs, fast) for fast in (False, True)]
             for r in (r for r in run["fit"] if "error" not in r):
                 print(f"{method:6s} fit, fast_step={r['fast_step']!s:5s} {r['s_per_epoch']:7.3f} s/epoch  "
-                      f"{make_config(a.recipe).epochs} epochs: {r['recipe_minutes']:6.1f} min", flush=True)
+                      f"{cfg.epochs} epochs: {r['recipe_minutes']:6.1f} min", flush=True)
         out["runs"][method] = run
         write(out, dest)   # after each method: a run stopped by its time limit keeps what it measured
         print(f"{method}: fixed vs eager: " + ", ".join(f"{k} {v:.1e}" for k, v in run["check_fixed_vs_eager"].items()

@@ -12,6 +12,7 @@ from torch_geometric.utils import scatter, softmax
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput, MD17_AVG_NUM_NODES, MD17_AVG_DEGREE
 from .layers import ConstantTables, GaussianSmearing, smooth_leaky_relu
+from .fixed_shapes import is_sync_free
 
 # %% auto #0
 __all__ = ['PRESETS', 'CoefficientLayout', 'edge_alignment', 'WignerFromRotation', 's2_grid_matrices', 's2_activation',
@@ -236,7 +237,8 @@ def graph_drop_path(x, batch, p: float, training: bool):
     "Stochastic depth per structure: drop the whole residual branch of a structure with probability p (scaled by 1/(1-p))."
     if p == 0.0 or not training: return x
     keep = 1.0 - p
-    B = int(batch.max()) + 1 if batch.numel() else 1
+    # inside sync_free() the structure count is not read from the device: one draw per atom, structure b reads draw b
+    B = batch.shape[0] if is_sync_free() else int(batch.max()) + 1 if batch.numel() else 1
     mask = torch.floor(keep + torch.rand(B, dtype=x.dtype, device=x.device)) / keep
     return x * mask.index_select(0, batch).view(-1, *([1] * (x.ndim - 1)))
 

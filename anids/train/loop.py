@@ -19,7 +19,7 @@ from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units
-from .fast import FixedShapeSet, check_fixed_graph
+from .fast import FixedShapeSet, StructureIndices, check_fixed_graph
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
@@ -349,8 +349,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
-        module.fast_structures = list(train_set)
-        train = TorchDataLoader(range(len(train_set)), batch_size=config.batch_size, shuffle=True, drop_last=True,
+        train = TorchDataLoader(StructureIndices(train_set), batch_size=config.batch_size, shuffle=True, drop_last=True,
                                 pin_memory=config.accelerator == "gpu")
     else:
         train = DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True)

@@ -15,7 +15,7 @@ from ..method.model import AniDSModel, build_model
 from ..method.losses import LossWeights
 from ..data.units import energy_factor
 from .config import TrainConfig
-from .fast import FastStep, FixedShapeSet
+from .fast import FastStep, FixedShapeSet, StructureIndices
 
 # %% auto #0
 __all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
@@ -51,8 +51,7 @@ class AniDSModule(L.LightningModule):
         self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
                              and bool(self.noise_cfg.train_generator))
         self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
-        # TrainConfig.fast_step: the training structures (fit sets them) and the FastStep made at the first step
-        self.fast_structures, self.fast = None, None
+        self.fast = None        # TrainConfig.fast_step: the FastStep, made at the first training step
 
     @property
     def total_steps(self) -> int:
@@ -88,11 +87,14 @@ class AniDSModule(L.LightningModule):
 
     def _fast_training_step(self, index):
         """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` (the loader
-        yields indices); Lightning clips and steps the optimiser as for the eager step (`backward` hands it the gradients)."""
+        yields indices of `StructureIndices`); Lightning clips and steps the optimiser as for the eager step (`backward`
+        hands it the gradients)."""
         if self.fast is None:
-            if self.fast_structures is None:
-                raise ValueError("fast_step needs the training structures in AniDSModule.fast_structures (fit sets them)")
-            data = FixedShapeSet(self.fast_structures, device=self.device, dtype=next(self.model.parameters()).dtype)
+            dataset = getattr(self.trainer.train_dataloader, "dataset", None)
+            if not isinstance(dataset, StructureIndices):
+                raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
+                                 f"{type(dataset).__name__}")
+            data = FixedShapeSet(dataset.structures, device=self.device, dtype=next(self.model.parameters()).dtype)
             self.fast = FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
         w = self.current_weights()
         self.fast.set_lambda_denoise(w.lambda_denoise)

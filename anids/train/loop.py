@@ -349,8 +349,8 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
-        train = TorchDataLoader(StructureIndices(train_set), batch_size=config.batch_size, shuffle=True, drop_last=True,
-                                pin_memory=config.accelerator == "gpu")
+        # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
+        train = TorchDataLoader(StructureIndices(train_set), batch_size=config.batch_size, shuffle=True, drop_last=True)
     else:
         train = DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True)
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))

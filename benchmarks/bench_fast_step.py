@@ -334,6 +334,11 @@ def main(argv=None):
                 run["eager"]["ms_per_step"] / run[kind]["ms_per_step"]
         if a.fit_epochs and a.recipe != "pretrain-paper":   # fit_epochs runs a named recipe
             run["fit"] = [attempt(fit_epochs, everything, a.n, a.recipe, method, pre, device, a.fit_epochs, fast) for fast in (False, True)]
+            # Lightning's share of a step: a whole fit's epoch against the same path's own loop (optimiser, schedule,
+            # EMA, no Lightning), per step
+            fast_fit, own = run["fit"][1], run.get("captured", run.get("fixed", {}))
+            if "error" not in fast_fit and "s_per_epoch" in own:
+                run["lightning_ms_per_step"] = 1000 * (fast_fit["s_per_epoch"] - own["s_per_epoch"]) / spe
             for r in (r for r in run["fit"] if "error" not in r):
                 print(f"{method:6s} fit, fast_step={r['fast_step']!s:5s} {r['s_per_epoch']:7.3f} s/epoch  "
                       f"{cfg.epochs} epochs: {r['recipe_minutes']:6.1f} min", flush=True)

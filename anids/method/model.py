@@ -2,14 +2,14 @@
 
 # %% ../../nbs/method/03_model.ipynb #2bba98bb
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import inspect
 from pathlib import Path
 import torch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
-from ..nn.fixed_shapes import is_sync_free
+from ..nn.fixed_shapes import is_sync_free, check_within_skin
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
@@ -150,7 +150,7 @@ class AniDSModel(nn.Module):
     def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
                 vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
-                graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes.complete_graph); None: the radius graph of pos
+                graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes: complete_graph, NeighbourLists); None: the radius graph of pos
                ) -> Prediction:
         """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
         With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
@@ -166,6 +166,7 @@ class AniDSModel(nn.Module):
         if graph is None:
             _no_radius_graph_in_sync_free()
             graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
+        check_within_skin(pos, graph)   # fixed neighbour lists (NeighbourLists) hold only near where they were built
         conservative = self.force_mode == "conservative" and compute_forces
         direct_stress = compute_stress and self.force_mode == "direct"
         if compute_stress: _check_periodic(cell, pbc, B)
@@ -179,7 +180,7 @@ class AniDSModel(nn.Module):
             strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
             sym = 0.5 * (strain + strain.transpose(1, 2))
             pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
-            graph = Graph(graph.edge_index, _strain_shifts(graph, batch, sym))
+            graph = replace(graph, shift=_strain_shifts(graph, batch, sym))
         out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
         e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
         real = getattr(data, "atom_mask", None)
@@ -231,7 +232,7 @@ class AniDSModel(nn.Module):
 
     def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
                stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
-               graph: Graph|None = None,  # a fixed graph for both networks (complete_graph); None: radius graphs
+               graph: Graph|None = None,  # a fixed graph for both networks (complete_graph, NeighbourLists.graph); None: radius graphs
                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms).
         The comments give the lines of the paper's algorithm; `denoiser_view` is where a variant of `cfg` changes what
@@ -333,7 +334,7 @@ class AniDSModel(nn.Module):
 def _no_radius_graph_in_sync_free() -> None:
     if is_sync_free():
         raise ValueError("inside sync_free() the model needs a fixed graph (losses(graph=...), predict(graph=...), "
-                         "anids.nn.fixed_shapes.complete_graph): a radius graph is built on the host")
+                         "anids.nn.fixed_shapes: complete_graph, NeighbourLists): a radius graph is built on the host")
 
 def _labels(values: torch.Tensor, n: int) -> torch.Tensor:
     "Labels of the originals, padded with zeros to `n` rows for appended copies (which are never fitted to labels)."

@@ -287,7 +287,7 @@ class SO2Convolution(nn.Module):
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #6f73f422
 class _Edges:
     """Everything about the edges of one forward pass, computed once and shared by all blocks. `within` [E] bool: the
-    edges shorter than the cutoff, for a complete graph (anids.nn.fixed_shapes.complete_graph); None: all of them."""
+    edges shorter than the cutoff, for a graph with edges beyond it (`Graph.beyond_cutoff`: complete graphs, neighbour lists with a skin); None: all of them."""
     def __init__(self, src, dst, num_nodes, rbf, z_src, z_dst, D_to, D_back, batch, within=None):
         self.src, self.dst, self.num_nodes = src, dst, num_nodes
         self.rbf, self.z_src, self.z_dst = rbf, z_src, z_dst
@@ -375,7 +375,7 @@ class SO2EquivariantGraphAttention(nn.Module):
         msg, _ = self.conv2(msg)
         a = smooth_leaky_relu(self.alpha_norm(alpha.view(-1, self.H, self.A)))
         logits = (a * self.alpha_dot).sum(-1)
-        if e.within is not None:   # a complete graph: the edges beyond the cutoff get weight 0 (an atom without any: none)
+        if e.within is not None:   # edges beyond the cutoff (Graph.beyond_cutoff) get weight 0 (an atom without any: none)
             logits = logits.masked_fill(~e.within[:, None], -1e30)
         a = softmax(logits, e.dst, num_nodes=e.num_nodes)                            # [E, H], over j in N(i)
         if e.within is not None: a = a * e.within[:, None]
@@ -442,7 +442,7 @@ class EdgeDegreeEmbedding(nn.Module):
         return self.aggregate(e) / self.avg_degree
     def aggregate(self, e: _Edges):
         w = self.radial(e.rbf, e.z_src, e.z_dst).view(-1, self.n0, self.C)
-        if e.within is not None: w = w * e.within[:, None, None]   # a complete graph: the edges within the cutoff
+        if e.within is not None: w = w * e.within[:, None, None]   # Graph.beyond_cutoff: the edges within the cutoff
         msg = torch.bmm(e.D_back[:, :, :self.n0], w)               # only the m = 0 columns are non-zero
         return scatter(msg, e.dst, 0, dim_size=e.num_nodes)
 
@@ -478,7 +478,7 @@ class StressHead(nn.Module):
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #3c81e492
 class EquiformerV2(Backbone):
     "EquiformerV2 (Liao, Wood, Das & Smidt, ICLR 2024) with DeNS force encoding (Liao et al. 2024)."
-    edges_beyond_cutoff_vanish = True   # on a complete graph it masks the edges beyond its cutoff (`_Edges.within`)
+    edges_beyond_cutoff_vanish = True   # on a graph with edges beyond its cutoff it masks them (`_Edges.within`)
     def __init__(self,
                  num_layers: int = 12,               # Transformer blocks
                  sphere_channels: int = 128,         # d_embed: channels of every degree
@@ -566,12 +566,12 @@ class EquiformerV2(Backbone):
         j, i = graph.edge_index
         vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
         rbf, D_to, D_back = self.edge_geometry(vec)
-        within = (vec * vec).sum(-1) < self.cutoff ** 2 if graph.complete else None   # the radius graph's edges
+        within = (vec * vec).sum(-1) < self.cutoff ** 2 if graph.beyond_cutoff else None   # the radius graph's edges
         return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch, within)
 
     def uses_chunks(self, graph: Graph) -> bool:
-        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size; not complete graphs)."
-        return (self.edge_chunk_size is not None and not self.training and not graph.complete
+        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size; not graphs with edges beyond the cutoff)."
+        return (self.edge_chunk_size is not None and not self.training and not graph.beyond_cutoff
                 and graph.num_edges > self.edge_chunk_size)
 
     def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:

@@ -5,11 +5,11 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Callable
 import torch
-from .graphs import Graph
+from .graphs import Graph, radius_graph
 
 # %% auto #0
-__all__ = ['DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'cholesky_3x3',
-           'solve_lower_transposed_3x3', 'inverse_lower_3x3']
+__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'NeighbourLists',
+           'check_within_skin', 'cholesky_3x3', 'solve_lower_transposed_3x3', 'inverse_lower_3x3']
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -72,7 +72,7 @@ def complete_graph(num_structures: int,          # B structures, stored one afte
     images): a graph whose shape does not depend on the positions. Pairs farther apart than a network's cutoff are
     edges too; its cutoff envelope gives them weight zero (a zero factor in PaiNN's messages, a score of -inf in
     GeoMFormer's attention and the generator's gamma_ij), or the network masks them (EquiformerV2, which reads
-    `Graph.complete`), so the result equals that of the radius graph (tested in anids.train.fast)."""
+    `Graph.beyond_cutoff`), so the result equals that of the radius graph (tested in anids.train.fast)."""
     for name, v in (("num_structures", num_structures), ("atoms_per_structure", atoms_per_structure)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
     n, B = atoms_per_structure, num_structures
@@ -81,7 +81,73 @@ def complete_graph(num_structures: int,          # B structures, stored one afte
     neighbour = other + (other >= centre).long()                                       # skip j = i
     offsets = (torch.arange(B, device=device) * n).repeat_interleave(n * (n - 1))
     edge_index = torch.stack([neighbour.repeat(B) + offsets, centre.repeat(B) + offsets])
-    return Graph(edge_index, torch.zeros(edge_index.shape[1], 3, device=device, dtype=dtype), complete=True)
+    return Graph(edge_index, torch.zeros(edge_index.shape[1], 3, device=device, dtype=dtype), beyond_cutoff=True)
+
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #13a5d7ad
+FAR_EDGE = 1000.0
+"A (Angstrom): the length of the padding edges of `NeighbourLists` (an atom to its own image this far away), beyond every cutoff."
+
+class NeighbourLists:
+    """Every pair closer than `cutoff + skin` in each of S structures (periodic images included), found once on the
+    host at the structures' positions and padded to the same number of edges E: the graph of a batch is a gather
+    (`graph`). It holds every pair closer than `cutoff` while no atom is farther than skin / 2 from these positions
+    (`check_within_skin`)."""
+    def __init__(self, structures,               # each with `pos` [n, 3] and, for a periodic cell, `cell` [3, 3] and `pbc` [3]
+                 cutoff: float,                   # the largest cutoff of the networks that read the graph (A)
+                 skin: float = 1.0,               # extra radius (A): the lists hold while every atom stays within skin / 2
+                 device=None, dtype: torch.dtype = torch.float32):   # of the stored lists and shifts
+        structures = list(structures)
+        if not structures: raise ValueError("no structures")
+        if not cutoff > 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
+        if not skin >= 0: raise ValueError(f"skin must be >= 0, got {skin}")
+        if cutoff + skin >= FAR_EDGE: raise ValueError(f"cutoff + skin must stay below FAR_EDGE ({FAR_EDGE} A), got {cutoff + skin}")
+        lists = []
+        for s in structures:
+            cell, pbc = getattr(s, "cell", None), getattr(s, "pbc", None)
+            lists.append(radius_graph(s.pos.detach().to("cpu", torch.float64), cutoff + skin, None,
+                                      None if cell is None else cell.reshape(1, 3, 3),
+                                      None if pbc is None else torch.as_tensor(pbc).reshape(1, 3)))
+        counts = torch.tensor([g.num_edges for g in lists])
+        E = max(int(counts.max()), 1)
+        # padding edges: atom 0 of the structure to its own image FAR_EDGE away along x
+        edge_index = torch.zeros(len(lists), 2, E, dtype=torch.long)
+        shift = torch.zeros(len(lists), E, 3, dtype=torch.float64)
+        shift[..., 0] = FAR_EDGE
+        for k, g in enumerate(lists):
+            edge_index[k, :, :g.num_edges], shift[k, :g.num_edges] = g.edge_index, g.shift
+        degrees = [int(torch.bincount(g.edge_index[1]).max()) for g in lists if g.num_edges]
+        self.cutoff, self.skin, self.edges = float(cutoff), float(skin), E
+        self.counts = counts                      # [S] real edges of each structure (the rest is padding)
+        self.max_degree = max(degrees, default=0) # the most candidate neighbours of any atom
+        self.edge_index = edge_index.to(device)   # [S, 2, E] within each structure: (neighbour j, centre i)
+        self.shift = shift.to(device, dtype)      # [S, E, 3] Cartesian offset of j's image (FAR_EDGE on padding)
+        self._offsets = {}
+
+    def __len__(self) -> int: return self.edge_index.shape[0]
+
+    def graph(self, index: torch.Tensor,        # [B] long: the batch's structures, on the lists' device
+              atoms_per_structure: int,         # atom slots of each structure in the batch (structure b: rows b n .. b n + n - 1)
+              reference: torch.Tensor,          # [B n, 3] the batch's positions at which the lists were built
+             ) -> Graph:
+        "The batch's graph: B E edges, gathered without reading a value on the host; it carries `reference` and the skin."
+        B, n = index.shape[0], atoms_per_structure
+        if (B, n) not in self._offsets:
+            self._offsets[(B, n)] = (torch.arange(B, device=self.edge_index.device) * n)[:, None, None]
+        edge_index = (self.edge_index[index] + self._offsets[(B, n)]).permute(1, 0, 2).reshape(2, B * self.edges)
+        return Graph(edge_index, self.shift[index].reshape(B * self.edges, 3), beyond_cutoff=True,
+                     reference=reference.detach(), skin=self.skin)
+
+def check_within_skin(pos: torch.Tensor, graph: Graph) -> None:
+    """`check_that` no atom at `pos` is skin / 2 or farther from where `graph`'s neighbour lists were built (nothing to
+    check for a graph without a reference). Beyond that, a pair closer than the cutoff might be missing."""
+    if graph.reference is None: return
+    if graph.reference.shape != pos.shape:
+        raise ValueError(f"the graph's reference positions have shape {tuple(graph.reference.shape)}, the atoms {tuple(pos.shape)}")
+    moved = ((pos.detach() - graph.reference) ** 2).sum(-1)
+    check_that(moved < (graph.skin / 2) ** 2, lambda: ValueError(
+        f"an atom lies {float(moved.max().sqrt()):.3f} A from where the neighbour lists were built, not less than half their "
+        f"skin ({graph.skin} A): pairs within the cutoff may be missing; build the lists with a larger skin "
+        "(NeighbourLists(skin=...), TrainConfig.neighbour_skin)"))
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #835ec600
 def cholesky_3x3(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -19,7 +19,9 @@ class Graph:
     "Edges of a batch of structures. `edge_index[0]` = neighbour j, `edge_index[1]` = centre i."
     edge_index: torch.Tensor  # [2, E] long
     shift: torch.Tensor       # [E, 3] Cartesian offset of the periodic image of j (zeros for molecules)
-    complete: bool = False    # every pair of each structure, any distance (complete_graph): a network keeps those within its cutoff
+    beyond_cutoff: bool = False  # may hold edges beyond a network's cutoff (complete_graph, NeighbourLists): each network keeps those within its own
+    reference: torch.Tensor|None = None  # [N, 3] the positions a fixed neighbour list was built at (NeighbourLists)
+    skin: float = 0.0         # ... which holds every pair within the cutoff while no atom is farther than skin / 2 from them
 
     @property
     def num_edges(self) -> int: return self.edge_index.shape[1]

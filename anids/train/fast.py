@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 import torch
-from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks
+from ..nn.graphs import Graph
+from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks, NeighbourLists
 from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
@@ -18,19 +19,23 @@ PAD_MARGIN = 100.0
 "A (Angstrom): a padding atom of a fixed-shape batch lies at least this far from every other atom of its structure."
 
 class FixedShapeSet:
-    """Molecules (no periodic cell) stacked once on a device, each padded to the same number of atom slots: a batch is
+    """Structures stacked once on a device, each padded to the same number of atom slots: a batch, and its graph, are
     gathered there from a tensor of structure indices, with no copy from the host and the same shapes at every step.
     Where structures have fewer atoms than the largest, the free slots hold padding atoms, far from everything
     (`PAD_MARGIN`) and False in the batch's `atom_mask`: they add no energy, enter no loss and never move
     (`AniDSModel`). Labels (energy, forces) and a frozen generator's `noise_cache` travel along where every structure
-    has them."""
-    def __init__(self, structures, device="cpu", dtype: torch.dtype = torch.float32):
+    has them. The graph is complete (molecules) or, with a `cutoff`, each structure's neighbour lists at cutoff + skin
+    (`NeighbourLists`: periodic cells, big molecules); `for_model` chooses."""
+    def __init__(self, structures, device="cpu", dtype: torch.dtype = torch.float32,
+                 cutoff: float|None = None,   # None: complete graphs (molecules only); else neighbour lists at this cutoff + skin
+                 skin: float = 1.0):          # of the neighbour lists (A): they hold while every atom stays within skin / 2
         structures = list(structures)
         if not structures: raise ValueError("no structures")
-        for k, s in enumerate(structures):
-            pbc = getattr(s, "pbc", None)
-            if pbc is not None and bool(torch.as_tensor(pbc).any()):
-                raise ValueError(f"structure {k} is periodic: fixed-shape batches hold molecules (no periodic images)")
+        periodic = [k for k, s in enumerate(structures)
+                    if getattr(s, "pbc", None) is not None and bool(torch.as_tensor(s.pbc).any())]
+        if periodic and cutoff is None:
+            raise ValueError(f"structure {periodic[0]} is periodic: a complete graph has no periodic images; give the "
+                             "networks' cutoff for neighbour lists (FixedShapeSet(..., cutoff=...) or FixedShapeSet.for_model)")
         sizes = torch.tensor([int(s.z.shape[0]) for s in structures])
         if int(sizes.min()) < 1: raise ValueError(f"structure {int(torch.argmin(sizes))} has no atoms")
         A = int(sizes.max())
@@ -56,7 +61,23 @@ class FixedShapeSet:
         self.energy = (torch.stack([s.energy.reshape(()) for s in structures]).to(device, torch.float64)
                        if has("energy") else None)                                    # [S] or None
         self.noise_cache = None if cache is None else cache.to(device, dtype)          # [S, A, 11] or None
-        self.device, self.dtype, self._layout = self.pos.device, dtype, {}
+        self.cell = self.pbc = None
+        if periodic:   # cell and pbc of every structure (zeros / False for a molecule among cells)
+            self.cell = torch.stack([torch.zeros(3, 3, dtype=torch.float64) if getattr(s, "cell", None) is None
+                                     else torch.as_tensor(s.cell).reshape(3, 3).double() for s in structures]).to(device, dtype)
+            self.pbc = torch.stack([torch.zeros(3, dtype=torch.bool) if getattr(s, "pbc", None) is None
+                                    else torch.as_tensor(s.pbc).reshape(3).bool() for s in structures]).to(device)
+        self.lists = None if cutoff is None else NeighbourLists(structures, cutoff, skin, device, dtype)
+        self.device, self.dtype, self._layout, self._complete = self.pos.device, dtype, {}, {}
+
+    @classmethod
+    def for_model(cls, structures, model: AniDSModel, device="cpu", dtype: torch.dtype = torch.float32, skin: float = 1.0):
+        """The set `model` trains on: complete graphs for molecules; neighbour lists at the largest cutoff of its networks
+        plus `skin` where a structure is periodic."""
+        structures = list(structures)
+        periodic = any(getattr(s, "pbc", None) is not None and bool(torch.as_tensor(s.pbc).any()) for s in structures)
+        nets = [model.denoiser] + ([model.generator.encoder] if model.generator.learned else [])
+        return cls(structures, device, dtype, cutoff=max(n.cutoff for n in nets) if periodic else None, skin=skin)
 
     def __len__(self) -> int: return self.pos.shape[0]
 
@@ -67,9 +88,21 @@ class FixedShapeSet:
         if B not in self._layout:   # the structure of each atom: the same for every batch of B structures
             self._layout[B] = torch.arange(B, device=self.device).repeat_interleave(A)
         take = lambda x: None if x is None else x[index].reshape(B * A, *x.shape[2:])
-        return SimpleNamespace(z=take(self.z), pos=take(self.pos), num_graphs=B, batch=self._layout[B],
+        pos = take(self.pos)
+        return SimpleNamespace(z=take(self.z), pos=pos, num_graphs=B, batch=self._layout[B],
                                atom_mask=take(self.mask) if self.padded else None, forces=take(self.forces),
-                               energy=None if self.energy is None else self.energy[index], noise_cache=take(self.noise_cache))
+                               energy=None if self.energy is None else self.energy[index], noise_cache=take(self.noise_cache),
+                               cell=None if self.cell is None else self.cell[index],
+                               pbc=None if self.pbc is None else self.pbc[index], graph=self.graph(index, pos))
+
+    def graph(self, index: torch.Tensor, pos: torch.Tensor|None = None) -> Graph:
+        """The graph of the batch `index` (its positions `pos`, gathered if not given): the complete graph of B
+        structures of `slots` atoms (made once per B), or the structures' neighbour lists."""
+        B = index.shape[0]
+        if self.lists is None:
+            if B not in self._complete: self._complete[B] = complete_graph(B, self.slots, self.device, self.dtype)
+            return self._complete[B]
+        return self.lists.graph(index, self.slots, self.pos[index].reshape(-1, 3) if pos is None else pos)
 
     def epoch(self, batch_size: int, generator: torch.Generator|None = None) -> torch.Tensor:
         "Structure indices of one shuffled epoch, [len // batch_size, batch_size], drawn on the device (whole batches only)."
@@ -97,11 +130,23 @@ class StructureIndices(torch.utils.data.Dataset):
 
 # %% ../../nbs/train/06_fast.ipynb #5e81db0a
 def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.5) -> None:
-    """ValueError unless a complete graph of the batch's slots gives `model` its radius graphs' result on `data`: each
-    network's backbone ignores edges beyond its cutoff (`edges_beyond_cutoff_vanish`), or the set has no padding and
-    every pair of atoms lies closer than its cutoff by `margin` (A, room for the noise); no max-neighbour rule can drop
-    an edge, and padding atoms lie beyond every cutoff."""
+    """ValueError unless the set's fixed graphs give `model` its radius graphs' result on `data`. Neighbour lists: they
+    reach every network's cutoff, which ignores the edges beyond it, and no atom has more candidates than a
+    max-neighbour rule keeps. A complete graph: each network's backbone ignores edges beyond its cutoff
+    (`edges_beyond_cutoff_vanish`), or the set has no padding and every pair of atoms lies closer than its cutoff by
+    `margin` (A, room for the noise); no max-neighbour rule can drop an edge, and padding atoms lie beyond every cutoff."""
     nets = [("denoiser", model.denoiser)] + ([("generator's encoder", model.generator.encoder)] if model.generator.learned else [])
+    if data.lists is not None:
+        for name, net in nets:
+            if net.cutoff > data.lists.cutoff:
+                raise ValueError(f"the {name}'s cutoff {net.cutoff} A exceeds the neighbour lists' {data.lists.cutoff} A")
+            if not net.edges_beyond_cutoff_vanish:
+                raise ValueError(f"the {name} ({type(net).__name__}) weighs edges beyond its cutoff, and neighbour lists "
+                                 "with a skin hold such edges (PaiNN, GeoMFormer and EquiformerV2 ignore them)")
+            if net.max_neighbors is not None and data.lists.max_degree > net.max_neighbors:
+                raise ValueError(f"the {name} keeps at most {net.max_neighbors} neighbours, and an atom has "
+                                 f"{data.lists.max_degree} within the lists' cutoff plus skin: its graph depends on the positions")
+        return
     far = None
     for name, net in nets:
         if net.max_neighbors is not None and data.slots - 1 > net.max_neighbors:
@@ -122,7 +167,7 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
 # %% ../../nbs/train/06_fast.ipynb #a1895ed9
 class FastStep:
     """The forward and backward pass of one training step (Algorithm 1 or 2) on fixed-shape batches of a `FixedShapeSet`:
-    the model's own `losses` inside `sync_free()` on a complete graph, then the gradients of `params`, with no host
+    the model's own `losses` inside `sync_free()` on the set's fixed graphs, then the gradients of `params`, with no host
     synchronisation. With `capture` (default: on a CUDA device) it is recorded once in a CUDA graph and replayed at
     every call, one launch for the whole pass. Each call leaves the gradients in `p.grad`, for the optimiser step that
     follows (gradient clipping, AdamW and the weight average are a few fused kernels, run by the caller or Lightning)."""
@@ -145,7 +190,6 @@ class FastStep:
         # lambda_denoise decays over the run: a device tensor the captured graph reads (the other lambdas are fixed)
         self.lambda_denoise = torch.tensor(float(weights.lambda_denoise), dtype=torch.float64, device=data.device)
         self.weights = replace(weights, lambda_denoise=self.lambda_denoise)
-        self.graph = complete_graph(batch_size, data.slots, data.device, data.dtype)
         self.index = torch.zeros(batch_size, dtype=torch.long, device=data.device)   # the batch's structures
         self.checks, self.steps = DeferredChecks(), 0
         self._cuda_graph, self._out, self._grads = None, None, None
@@ -157,7 +201,7 @@ class FastStep:
     def _body(self):
         batch = self.data.batch(self.index)
         with sync_free(self.checks):
-            total, terms = self.model.losses(batch, self.cfg, self.weights, graph=self.graph)
+            total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
         total.backward(inputs=self.params)
         self.checks.fold()
         return total.detach(), {k: v.detach() for k, v in terms.items()}

@@ -142,7 +142,6 @@ def prepare_training(train_set, config: TrainConfig,
         if len(train_set) < config.batch_size:
             raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
         steps_per_epoch = len(train_set) // config.batch_size
-        FixedShapeSet(train_set)
     src, info = None, {}
     if pretrained is not None:
         pretrained = resolve_pretrained(pretrained, config)
@@ -150,7 +149,7 @@ def prepare_training(train_set, config: TrainConfig,
     info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
-    if config.fast_step: check_fixed_graph(module.model, FixedShapeSet(train_set))
+    if config.fast_step: check_fixed_graph(module.model, FixedShapeSet.for_model(train_set, module.model, skin=config.neighbour_skin))
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}

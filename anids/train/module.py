@@ -94,7 +94,8 @@ class AniDSModule(L.LightningModule):
             if not isinstance(dataset, StructureIndices):
                 raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
                                  f"{type(dataset).__name__}")
-            data = FixedShapeSet(dataset.structures, device=self.device, dtype=next(self.model.parameters()).dtype)
+            data = FixedShapeSet.for_model(dataset.structures, self.model, self.device, next(self.model.parameters()).dtype,
+                                           skin=self.cfg.neighbour_skin)
             self.fast = FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
         w = self.current_weights()
         self.fast.set_lambda_denoise(w.lambda_denoise)

@@ -5,6 +5,7 @@
     python benchmarks/bench_fast_step.py --device cuda --methods none anids --epochs 5 --profile
     python benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 --pretrained '' --train-generator true
     python benchmarks/bench_fast_step.py --device cuda --recipe pretrain-paper --molecule all --n 800 --methods dens anids
+    python benchmarks/bench_fast_step.py --device cuda --recipe mptrj --n 400 --pretrained '' --methods none anids
 
 The recipe is `cpu-30min` (PaiNN demo, batches of 8 ethanols) unless `--recipe` says otherwise; DeNS and AniDS start
 from the shipped QM9 pre-trained weights with psi frozen and its Sigma_i cached, as in the headline runs. For each
@@ -12,7 +13,8 @@ noise method three paths train copies of the same model:
 
 - `eager`: the step of `anids.train.fit` without Lightning's bookkeeping: a collated torch_geometric batch moved to the
   device, `AniDSModel.losses` on radius graphs, the backward pass to the trained weights, fused AdamW;
-- `fixed`: `FastStep` without capture: the structures kept on the device, a complete graph, no host synchronisation;
+- `fixed`: `FastStep` without capture: the structures kept on the device, a complete graph (molecules) or neighbour
+  lists with a skin (periodic cells: `--recipe mptrj`, `oc22`, on made-up cells of their kind), no host synchronisation;
 - `captured` (CUDA only): `FastStep`'s forward and backward pass recorded once in a CUDA graph and replayed.
 
 Measured: the median milliseconds per step over `--steps` steps after `--warmup`; then `--epochs` whole epochs of each
@@ -43,7 +45,10 @@ from dataclasses import replace   # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _env import environment, load_warning   # noqa: E402
-from bench_recipe_steps import recipe_config   # noqa: E402  (the recipes, and pretrain-paper: Algorithm 1 at the PCQM4Mv2 scale)
+from bench_recipe_steps import recipe_config, structures_for   # noqa: E402  (the recipes, and pretrain-paper: Algorithm 1 at the PCQM4Mv2 scale)
+
+PERIODIC_RECIPES = ("mptrj", "mptrj-eqv2", "oc22")
+"The recipes whose structures are periodic cells: `--recipe` then trains on made-up cells of that kind (bench_recipe_steps)."
 
 
 def attempt(fn, *args) -> dict:
@@ -171,14 +176,13 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
     model = copy.deepcopy(module.model).to(device).eval().set_edge_chunk_size(None)
     index = torch.arange(module.cfg.batch_size)
     if fs.padded:
-        from anids.nn.fixed_shapes import complete_graph
         plain = Batch.from_data_list([frames[int(k)] for k in index]).to(device)
         padded = fs.batch(index.to(device))
-        real, graph = padded.atom_mask, complete_graph(len(index), fs.slots, device, fs.dtype)
+        real, graph = padded.atom_mask, padded.graph
         p0, p1 = model.predict(plain), model.predict(padded, graph=graph)
         out = {"check": "padded: clean prediction and Sigma_i of the real atoms",
-               "energy_rel_diff": float((p0.energy - p1.energy).norm() / p0.energy.norm()),
-               "force_rel_diff": float((p0.forces - p1.forces[real]).norm() / p0.forces.norm())}
+               "energy_rel_diff": float((p0.energy - p1.energy).detach().norm() / p0.energy.detach().norm()),
+               "force_rel_diff": float((p0.forces - p1.forces[real]).detach().norm() / p0.forces.detach().norm())}
         if model.generator.learned:
             with torch.no_grad():
                 c0, c1 = model.covariance(plain), model.covariance(padded, graph)
@@ -190,10 +194,9 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
         model.zero_grad(set_to_none=True)
         torch.manual_seed(123)
         if fixed:
-            from anids.nn.fixed_shapes import complete_graph
+            batch = fs.batch(index.to(device))
             with sync_free() as checks:
-                total, _ = model.losses(fs.batch(index.to(device)), cfg, module.base_weights,
-                                        graph=complete_graph(len(index), fs.slots, device, fs.dtype))
+                total, _ = model.losses(batch, cfg, module.base_weights, graph=batch.graph)
             checks.raise_if_failed()
         else:
             total, _ = model.losses(Batch.from_data_list([frames[int(k)] for k in index]).to(device), cfg, module.base_weights)
@@ -286,6 +289,8 @@ def main(argv=None):
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available(): raise SystemExit("--device cuda, but torch sees no GPU")
     if a.train: everything = D.load_extxyz(a.train)
+    elif a.recipe in PERIODIC_RECIPES:   # made-up crystals of the recipe's kind (bench_recipe_steps), random labels
+        everything = structures_for(a.recipe, a.n + 50)[0]
     elif a.molecule == "all":   # the eight bundled molecules interleaved, so that any first n structures mix them
         from anids.data.downloads import MD17_MOLECULES
         sets = [D.load_md17(m) for m in MD17_MOLECULES]
@@ -296,7 +301,7 @@ def main(argv=None):
     dest = a.out or Path("results") / f"bench_fast_step_{device.type}.json"
     # the side-by-side ratios first (eager ms per step / fast ms per step, the same run and device): they carry over
     # between machines better than the absolute times
-    out = {"benchmark": f"bench_fast_step {a.recipe}", "ratios": {}, "recipe": a.recipe, "data": str(a.train or f"bundled {a.molecule}"),
+    out = {"benchmark": f"bench_fast_step {a.recipe}", "ratios": {}, "recipe": a.recipe, "data": str(a.train or (f"made-up {a.recipe} cells" if a.recipe in PERIODIC_RECIPES else f"bundled {a.molecule}")),
            "n_structures": len(frames), "device": gpu_info(device), "runs": {}, "environment_before": before}
     for method in a.methods:
         cfg = recipe_config(a.recipe, method=method, seed=0, progress=False,
@@ -305,10 +310,13 @@ def main(argv=None):
         pre = a.pretrained if (a.pretrained and method != "none" and cfg.scheme != "pretrain") else None
         torch.manual_seed(0)
         module, cfg, train, info = prepare_training(frames, cfg, pre)
-        fs = FixedShapeSet(train, device=device, dtype=next(module.model.parameters()).dtype)
+        fs = FixedShapeSet.for_model(train, module.model, device, next(module.model.parameters()).dtype, skin=cfg.neighbour_skin)
         spe = len(train) // cfg.batch_size
         run = {"method": method, "scheme": cfg.scheme, "pretrained": str(pre), "train_generator": module.noise_cfg.train_generator,
                "batch_size": cfg.batch_size, "slots": fs.slots, "padded": fs.padded,
+               "graph": "complete" if fs.lists is None else {"neighbour_lists": True, "cutoff": fs.lists.cutoff, "skin": fs.lists.skin,
+                                                              "edges_per_structure": fs.lists.edges,
+                                                              "mean_real_edges": float(fs.lists.counts.double().mean())},
                "mean_atoms": float(fs.sizes.double().mean()), "steps_per_epoch": spe,
                "recipe_epochs": cfg.epochs}
         run["check_fixed_vs_eager"] = check_fixed_against_eager(module, train, fs, device)

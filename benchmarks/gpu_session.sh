@@ -6,10 +6,11 @@
 #         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .whl ase vesin==0.6.2 vesin-torch==0.6.2 fastcore
 # Run from the repository root:
 #
-#     OUT=/some/dir bash benchmarks/gpu_session.sh        # default OUT: results/
+#     OUT=/some/dir bash benchmarks/gpu_session.sh        # default OUT: results/; parts 1-4
+#     PARTS="5" bash benchmarks/gpu_session.sh            # part 5 alone (periodic cells), in a second call
 #
-# Writes four results files and their logs under $OUT (8 files, as many as `run` brings back):
-# at most about 9 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them.
+# Parts 1-4 write four results files and their logs under $OUT (8 files, as many as `run` brings back): at most about
+# 9 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them. Part 5 takes about 2.5 minutes.
 set -o pipefail
 OUT=${OUT:-results}
 mkdir -p "$OUT"
@@ -21,19 +22,27 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv   # also in each JSON (benchmarks/_env.py)
 python3 -c "import torch, anids.train.fast; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__, 'cuda', torch.version.cuda)" || exit 1
 # each part writes its JSON after every method, so a part stopped by its timeout keeps what it measured
+PARTS=${PARTS:-1 2 3 4}
+part() { [[ " $PARTS " == *" $1 "* ]]; }
 # 1. cpu-30min (PaiNN demo, batches of 8 ethanols): steps, epochs, whole fits, checks, profiles
-timeout 200 python3 benchmarks/bench_fast_step.py --device cuda --methods none anids --steps 50 --warmup 10 \
+part 1 && timeout 200 python3 benchmarks/bench_fast_step.py --device cuda --methods none anids --steps 50 --warmup 10 \
     --epochs 2 --fit-epochs 3 --profile --out "$OUT/bench_fast_step_h200.json" 2>&1 | tee "$OUT/bench_fast_step.log"
 # 2. Algorithm 1 as the shipped QM9 pre-training runs it (PaiNN demo, batches of 64), on the eight bundled molecules
 #    (9-21 atoms, padded to 21) as a stand-in for QM9
-timeout 100 python3 benchmarks/bench_fast_step.py --device cuda --recipe pretrain --molecule all --n 3200 --batch-size 64 \
+part 2 && timeout 100 python3 benchmarks/bench_fast_step.py --device cuda --recipe pretrain --molecule all --n 3200 --batch-size 64 \
     --methods dens anids --steps 30 --warmup 5 --epochs 1 --out "$OUT/bench_fast_step_pretrain_h200.json" 2>&1 \
     | tee "$OUT/bench_fast_step_pretrain.log"
 # 3. rmd17-paper (EquiformerV2 L=3, 2 aspirins per step), psi trained jointly as the paper's cost table
-timeout 120 python3 benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 \
+part 3 && timeout 120 python3 benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 \
     --pretrained '' --train-generator true --methods none anids --steps 20 --warmup 3 --epochs 1 \
     --out "$OUT/bench_fast_step_rmd17_h200.json" 2>&1 | tee "$OUT/bench_fast_step_rmd17.log"
 # 4. Algorithm 1 at the PCQM4Mv2 scale (EquiformerV2 L=3, 40 molecules per step), bundled molecules padded to 21 atoms
-timeout 130 python3 benchmarks/bench_fast_step.py --device cuda --recipe pretrain-paper --molecule all --n 800 \
+part 4 && timeout 130 python3 benchmarks/bench_fast_step.py --device cuda --recipe pretrain-paper --molecule all --n 800 \
     --methods anids --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_pretrain_paper_h200.json" 2>&1 \
     | tee "$OUT/bench_fast_step_pretrain_paper.log"
+# 5. mptrj (GeoMFormer, 40 periodic cells of 16-40 atoms per step, padded to 40 slots, neighbour lists with a 1 A skin),
+#    psi trained jointly as the recipe; made-up cells (bench_recipe_steps.mptrj_like)
+part 5 && timeout 150 python3 benchmarks/bench_fast_step.py --device cuda --recipe mptrj --n 400 --pretrained '' \
+    --methods none anids --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_mptrj_h200.json" 2>&1 \
+    | tee "$OUT/bench_fast_step_mptrj.log"
+true

@@ -1388,6 +1388,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                   'anids/train/fast.py'),
                                   'anids.train.fast.StructureIndices.__len__': ( 'train/fast.html#structureindices.__len__',
                                                                                  'anids/train/fast.py'),
+                                  'anids.train.fast._networks': ('train/fast.html#_networks', 'anids/train/fast.py'),
+                                  'anids.train.fast._periodic': ('train/fast.html#_periodic', 'anids/train/fast.py'),
                                   'anids.train.fast.check_fixed_graph': ('train/fast.html#check_fixed_graph', 'anids/train/fast.py')},
             'anids.train.loop': { 'anids.train.loop.RunProgress': ('train/fit.html#runprogress', 'anids/train/loop.py'),
                                   'anids.train.loop.RunProgress.__init__': ('train/fit.html#runprogress.__init__', 'anids/train/loop.py'),

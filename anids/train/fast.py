@@ -18,6 +18,14 @@ __all__ = ['PAD_MARGIN', 'FixedShapeSet', 'StructureIndices', 'check_fixed_graph
 PAD_MARGIN = 100.0
 "A (Angstrom): a padding atom of a fixed-shape batch lies at least this far from every other atom of its structure."
 
+def _periodic(structures) -> list[int]:
+    "The indices of the structures with a periodic direction."
+    return [k for k, s in enumerate(structures) if getattr(s, "pbc", None) is not None and bool(torch.as_tensor(s.pbc).any())]
+
+def _networks(model: AniDSModel) -> list[tuple[str, torch.nn.Module]]:
+    "The networks that read a graph: the denoiser, and psi's encoder where psi is learned."
+    return [("denoiser", model.denoiser)] + ([("generator's encoder", model.generator.encoder)] if model.generator.learned else [])
+
 class FixedShapeSet:
     """Structures stacked once on a device, each padded to the same number of atom slots: a batch, and its graph, are
     gathered there from a tensor of structure indices, with no copy from the host and the same shapes at every step.
@@ -31,8 +39,7 @@ class FixedShapeSet:
                  skin: float = 1.0):          # of the neighbour lists (A): they hold while every atom stays within skin / 2
         structures = list(structures)
         if not structures: raise ValueError("no structures")
-        periodic = [k for k, s in enumerate(structures)
-                    if getattr(s, "pbc", None) is not None and bool(torch.as_tensor(s.pbc).any())]
+        periodic = _periodic(structures)
         if periodic and cutoff is None:
             raise ValueError(f"structure {periodic[0]} is periodic: a complete graph has no periodic images; give the "
                              "networks' cutoff for neighbour lists (FixedShapeSet(..., cutoff=...) or FixedShapeSet.for_model)")
@@ -75,9 +82,8 @@ class FixedShapeSet:
         """The set `model` trains on: complete graphs for molecules; neighbour lists at the largest cutoff of its networks
         plus `skin` where a structure is periodic."""
         structures = list(structures)
-        periodic = any(getattr(s, "pbc", None) is not None and bool(torch.as_tensor(s.pbc).any()) for s in structures)
-        nets = [model.denoiser] + ([model.generator.encoder] if model.generator.learned else [])
-        return cls(structures, device, dtype, cutoff=max(n.cutoff for n in nets) if periodic else None, skin=skin)
+        cutoff = max(net.cutoff for _, net in _networks(model)) if _periodic(structures) else None
+        return cls(structures, device, dtype, cutoff=cutoff, skin=skin)
 
     def __len__(self) -> int: return self.pos.shape[0]
 
@@ -135,7 +141,7 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
     max-neighbour rule keeps. A complete graph: each network's backbone ignores edges beyond its cutoff
     (`edges_beyond_cutoff_vanish`), or the set has no padding and every pair of atoms lies closer than its cutoff by
     `margin` (A, room for the noise); no max-neighbour rule can drop an edge, and padding atoms lie beyond every cutoff."""
-    nets = [("denoiser", model.denoiser)] + ([("generator's encoder", model.generator.encoder)] if model.generator.learned else [])
+    nets = _networks(model)
     if data.lists is not None:
         for name, net in nets:
             if net.cutoff > data.lists.cutoff:

@@ -1197,6 +1197,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                'anids/nn/fixed_shapes.py'),
                                        'anids.nn.fixed_shapes.complete_graph': ( 'nn/fixed_shapes.html#complete_graph',
                                                                                  'anids/nn/fixed_shapes.py'),
+                                       'anids.nn.fixed_shapes.fixed_nearest_neighbors': ( 'nn/fixed_shapes.html#fixed_nearest_neighbors',
+                                                                                          'anids/nn/fixed_shapes.py'),
                                        'anids.nn.fixed_shapes.inverse_lower_3x3': ( 'nn/fixed_shapes.html#inverse_lower_3x3',
                                                                                     'anids/nn/fixed_shapes.py'),
                                        'anids.nn.fixed_shapes.is_sync_free': ( 'nn/fixed_shapes.html#is_sync_free',

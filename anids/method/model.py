@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
-from ..nn.fixed_shapes import is_sync_free, check_within_skin
+from ..nn.fixed_shapes import is_sync_free, check_within_skin, fixed_nearest_neighbors
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
@@ -166,6 +166,8 @@ class AniDSModel(nn.Module):
         if graph is None:
             _no_radius_graph_in_sync_free()
             graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
+        elif graph.beyond_cutoff and self.denoiser.max_neighbors is not None:   # the max-neighbour rule, on the device
+            graph = fixed_nearest_neighbors(pos, graph, self.denoiser.cutoff, self.denoiser.max_neighbors)
         check_within_skin(pos, graph)   # fixed neighbour lists (NeighbourLists) hold only near where they were built
         conservative = self.force_mode == "conservative" and compute_forces
         direct_stress = compute_stress and self.force_mode == "direct"

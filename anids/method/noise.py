@@ -10,7 +10,7 @@ from torch_geometric.utils import scatter, softmax
 from ..nn.graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from ..nn.backbones import Backbone
 from ..nn.layers import BesselRBF, cosine_cutoff, mlp
-from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3
+from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3, fixed_nearest_neighbors
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
@@ -203,6 +203,8 @@ class NoiseGenerator(nn.Module):
         if batch is None: batch = torch.zeros(n, dtype=torch.long, device=pos.device)
         if graph is None:
             graph = radius_graph(pos, self.encoder.cutoff, batch, cell, pbc, self.encoder.max_neighbors)
+        elif graph.beyond_cutoff and self.encoder.max_neighbors is not None:   # the max-neighbour rule, on the device
+            graph = fixed_nearest_neighbors(pos, graph, self.encoder.cutoff, self.encoder.max_neighbors)
         # psi reads the encoder's invariant features only: no vector head (vector_atoms empty)
         h = self.encoder(z, pos, graph, batch, vector_atoms=torch.zeros(0, dtype=torch.long, device=pos.device)).scalars
         a = torch.exp(self.w0(h).squeeze(-1))

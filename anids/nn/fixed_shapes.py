@@ -3,13 +3,15 @@
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #fc67b43e
 from __future__ import annotations
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Callable
 import torch
-from .graphs import Graph, radius_graph
+from .graphs import Graph, radius_graph, edge_vectors
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'NeighbourLists',
-           'check_within_skin', 'cholesky_3x3', 'solve_lower_transposed_3x3', 'inverse_lower_3x3']
+           'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3', 'solve_lower_transposed_3x3',
+           'inverse_lower_3x3']
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -148,6 +150,40 @@ def check_within_skin(pos: torch.Tensor, graph: Graph) -> None:
         f"an atom lies {float(moved.max().sqrt()):.3f} A from where the neighbour lists were built, not less than half their "
         f"skin ({graph.skin} A): pairs within the cutoff may be missing; build the lists with a larger skin "
         "(NeighbourLists(skin=...), TrainConfig.neighbour_skin)"))
+
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #49b2cfde
+def fixed_nearest_neighbors(pos: torch.Tensor,   # [N, 3] positions (A)
+                            graph: Graph,        # candidate edges, a fixed graph (NeighbourLists, complete_graph)
+                            cutoff: float,       # the network's cutoff (A): only pairs closer than it are neighbours
+                            max_neighbors: int,  # k: neighbours kept per centre atom
+                           ) -> Graph:
+    """The `k` nearest neighbours closer than `cutoff` of every centre atom, as a graph of exactly N k edges (centre
+    by centre, nearest first), with fixed shapes and no host synchronisation: the eager `nearest_neighbors` of the
+    radius graph, for graphs whose edges may lie beyond the cutoff. Empty slots join the atom to its own image
+    `FAR_EDGE` away. The result keeps `graph`'s `reference` and `skin`."""
+    k = max_neighbors
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"max_neighbors must be a positive int, got {k!r}")
+    if not cutoff > 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
+    N, E, device = pos.shape[0], graph.num_edges, pos.device
+    atoms = torch.arange(N, device=device)
+    far = torch.zeros(N, k, 3, device=device, dtype=pos.dtype)
+    far[..., 0] = FAR_EDGE
+    empty = atoms[:, None].expand(N, k)
+    if E == 0:
+        return replace(graph, edge_index=torch.stack([empty, empty]).reshape(2, N * k), shift=far.reshape(N * k, 3), beyond_cutoff=True)
+    d = edge_vectors(pos.detach(), graph).norm(dim=-1)
+    within = d < cutoff
+    centre = graph.edge_index[1]
+    # by centre, then distance (edges beyond the cutoff last), then the candidates' order: two stable sorts
+    order = torch.argsort(torch.where(within, d, torch.inf), stable=True)
+    order = order[torch.argsort(centre[order], stable=True)]
+    first = torch.searchsorted(centre[order], atoms)                      # [N] each centre's first edge in that order
+    edge = order[(first[:, None] + torch.arange(k, device=device)).clamp(max=E - 1)]   # [N, k] its k nearest candidates
+    real = within[edge] & (centre[edge] == atoms[:, None])               # ... that are its own and within the cutoff
+    edge_index = torch.stack([torch.where(real, graph.edge_index[0][edge], empty), empty])
+    shift = torch.where(real[..., None], graph.shift[edge], far)
+    return replace(graph, edge_index=edge_index.reshape(2, N * k), shift=shift.reshape(N * k, 3), beyond_cutoff=True)
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #835ec600
 def cholesky_3x3(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:

@@ -137,10 +137,10 @@ class StructureIndices(torch.utils.data.Dataset):
 # %% ../../nbs/train/06_fast.ipynb #5e81db0a
 def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.5) -> None:
     """ValueError unless the set's fixed graphs give `model` its radius graphs' result on `data`. Neighbour lists: they
-    reach every network's cutoff, which ignores the edges beyond it, and no atom has more candidates than a
-    max-neighbour rule keeps. A complete graph: each network's backbone ignores edges beyond its cutoff
-    (`edges_beyond_cutoff_vanish`), or the set has no padding and every pair of atoms lies closer than its cutoff by
-    `margin` (A, room for the noise); no max-neighbour rule can drop an edge, and padding atoms lie beyond every cutoff."""
+    reach every network's cutoff, which ignores the edges beyond it. A complete graph: each network's backbone ignores
+    edges beyond its cutoff (`edges_beyond_cutoff_vanish`), or the set has no padding and every pair of atoms lies
+    closer than its cutoff by `margin` (A, room for the noise); padding atoms lie beyond every cutoff. A max-neighbour
+    rule is applied on either graph by the model (`fixed_nearest_neighbors`)."""
     nets = _networks(model)
     if data.lists is not None:
         for name, net in nets:
@@ -149,15 +149,9 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
             if not net.edges_beyond_cutoff_vanish:
                 raise ValueError(f"the {name} ({type(net).__name__}) weighs edges beyond its cutoff, and neighbour lists "
                                  "with a skin hold such edges (PaiNN, GeoMFormer and EquiformerV2 ignore them)")
-            if net.max_neighbors is not None and data.lists.max_degree > net.max_neighbors:
-                raise ValueError(f"the {name} keeps at most {net.max_neighbors} neighbours, and an atom has "
-                                 f"{data.lists.max_degree} within the lists' cutoff plus skin: its graph depends on the positions")
         return
     far = None
     for name, net in nets:
-        if net.max_neighbors is not None and data.slots - 1 > net.max_neighbors:
-            raise ValueError(f"the {name} keeps at most {net.max_neighbors} neighbours, fewer than the {data.slots - 1} "
-                             "of a complete graph: its graph depends on the positions")
         if data.padded and net.cutoff > PAD_MARGIN - margin:
             raise ValueError(f"the {name}'s cutoff {net.cutoff} A reaches the padding atoms ({PAD_MARGIN} A away)")
         if net.edges_beyond_cutoff_vanish: continue

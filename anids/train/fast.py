@@ -12,7 +12,7 @@ from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
 # %% auto #0
-__all__ = ['PAD_MARGIN', 'FixedShapeSet', 'StructureIndices', 'check_fixed_graph', 'FastStep']
+__all__ = ['PAD_MARGIN', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices', 'check_fixed_graph', 'FastStep']
 
 # %% ../../nbs/train/06_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -126,13 +126,64 @@ class FixedShapeSet:
         return out
 
 # %% ../../nbs/train/06_fast.ipynb #c33715dc
+class SizeBuckets(torch.utils.data.Sampler):
+    """Batches of structures of similar size (TrainConfig.size_buckets): the structures, sorted by their number of
+    atoms, are cut into `buckets` groups of nearly equal count (`members`, sorted), and each epoch yields whole batches
+    of structure indices from within one group, the groups' batches in random order. Each group's shuffled order is
+    cut into whole batches; its last `len(group) % batch_size` structures wait for a later epoch. Random numbers come
+    from torch's global generator (as a shuffling DataLoader's), so `seed_everything` fixes them."""
+    def __init__(self, sizes,                # [S] atoms of each structure
+                 batch_size: int,            # structures per batch
+                 buckets: int):              # groups of similar size (1: one group, batches drawn from all structures)
+        sizes = torch.as_tensor(sizes).reshape(-1)
+        for name, v in (("batch_size", batch_size), ("buckets", buckets)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
+        if sizes.numel() < buckets * batch_size:
+            raise ValueError(f"{sizes.numel()} structures cannot fill {buckets} size buckets with a batch of {batch_size} each: "
+                             "use fewer buckets (size_buckets) or smaller batches")
+        order = torch.argsort(sizes, stable=True)
+        self.members = list(torch.tensor_split(order, buckets))   # the structures of each group, smallest first
+        self.bucket_of = torch.empty(sizes.numel(), dtype=torch.long)   # [S] each structure's group
+        self.local = torch.empty(sizes.numel(), dtype=torch.long)       # [S] ... and its place in that group
+        for b, m in enumerate(self.members):
+            self.bucket_of[m], self.local[m] = b, torch.arange(len(m))
+        self.batch_size = batch_size
+
+    def __len__(self) -> int: return sum(len(m) // self.batch_size for m in self.members)
+
+    def __iter__(self):
+        g = torch.Generator().manual_seed(int(torch.empty((), dtype=torch.int64).random_()))
+        B, batches = self.batch_size, []
+        for m in self.members:
+            k = len(m) // B
+            batches += m[torch.randperm(len(m), generator=g)][:k * B].reshape(k, B).tolist()
+        for i in torch.randperm(len(batches), generator=g).tolist(): yield batches[i]
+
 class StructureIndices(torch.utils.data.Dataset):
     """The indices 0..n-1 of `structures`: what the loader of a `fast_step` run draws in batches (TrainConfig.fast_step).
-    The structures ride along for `AniDSModule`, which stacks them on its device once (`FixedShapeSet`); held here,
-    not by the module, they stay out of the copies of the module that the weight average makes."""
-    def __init__(self, structures): self.structures = list(structures)
+    The structures ride along for `AniDSModule`, which stacks them on its device once (`FixedShapeSet`, one per size
+    group of `buckets`); held here, not by the module, they stay out of the copies of the module that the weight
+    average makes. `collate` turns a batch of indices into (group, indices within the group)."""
+    def __init__(self, structures, buckets: SizeBuckets|None = None):   # None: one group, all structures
+        self.structures, self.buckets = list(structures), buckets
+        if buckets is not None and len(buckets.bucket_of) != len(self.structures):
+            raise ValueError(f"the size buckets cover {len(buckets.bucket_of)} structures, not {len(self.structures)}")
     def __len__(self) -> int: return len(self.structures)
     def __getitem__(self, k: int) -> int: return k
+
+    def groups(self) -> list[list]:
+        "The structures of each size group (one group without buckets)."
+        if self.buckets is None: return [self.structures]
+        return [[self.structures[k] for k in m.tolist()] for m in self.buckets.members]
+
+    def collate(self, ks: list[int]) -> tuple[int, torch.Tensor]:
+        "(group, [B] long indices within it) of a batch of structure indices, which must share a group (`SizeBuckets`)."
+        ks = torch.as_tensor(ks, dtype=torch.long)
+        if self.buckets is None: return 0, ks
+        group = self.buckets.bucket_of[ks]
+        if not bool((group == group[0]).all()):
+            raise ValueError("a batch mixes size groups: draw the batches with the SizeBuckets sampler (batch_sampler=)")
+        return int(group[0]), self.buckets.local[ks]
 
 # %% ../../nbs/train/06_fast.ipynb #5e81db0a
 def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.5) -> None:

@@ -19,13 +19,13 @@ from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units
-from .fast import FixedShapeSet, StructureIndices, check_fixed_graph
+from .fast import FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_graph
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
 __all__ = ['RESUME_LOG_BACKUP', 'DIVERGED_FILE', 'force_rms', 'output_scale', 'elements_missing_from_training', 'make_out_dir',
-           'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes', 'run_callbacks', 'make_trainer',
-           'train_loop', 'score', 'fit']
+           'size_buckets', 'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes', 'run_callbacks',
+           'make_trainer', 'train_loop', 'score', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -107,6 +107,11 @@ def _set_names(extra: dict|None) -> tuple[str, str]:
     return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
 
 # %% ../../nbs/train/04_fit.ipynb #a4598d98
+def size_buckets(train_set, config: TrainConfig) -> SizeBuckets|None:
+    "The sampler of batches of similar size of a run (`TrainConfig.size_buckets` > 1), or None: batches drawn from all structures."
+    if config.size_buckets == 1: return None
+    return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets)
+
 def _force_encoding_clamp(config: TrainConfig, train_set, scale: float) -> float|None:
     """A denoiser whose force encoding clamps long forces (PaiNN's `force_encoding_max`, in output-scale units) keeps
     its clamp at the same multiple of the training force RMS under another scale statistic: under `energy_std` an
@@ -142,6 +147,8 @@ def prepare_training(train_set, config: TrainConfig,
         if len(train_set) < config.batch_size:
             raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
         steps_per_epoch = len(train_set) // config.batch_size
+    buckets = size_buckets(train_set, config)
+    if buckets is not None: steps_per_epoch = len(buckets)
     src, info = None, {}
     if pretrained is not None:
         pretrained = resolve_pretrained(pretrained, config)
@@ -149,7 +156,9 @@ def prepare_training(train_set, config: TrainConfig,
     info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
-    if config.fast_step: check_fixed_graph(module.model, FixedShapeSet.for_model(train_set, module.model, skin=config.neighbour_skin))
+    if config.fast_step:
+        for group in StructureIndices(train_set, buckets).groups():
+            check_fixed_graph(module.model, FixedShapeSet.for_model(group, module.model, skin=config.neighbour_skin))
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
@@ -349,9 +358,14 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
         # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
-        train = TorchDataLoader(StructureIndices(train_set), batch_size=config.batch_size, shuffle=True, drop_last=True)
+        indices = StructureIndices(train_set, size_buckets(train_set, config))
+        batches = (dict(batch_sampler=indices.buckets) if indices.buckets is not None
+                   else dict(batch_size=config.batch_size, shuffle=True, drop_last=True))
+        train = TorchDataLoader(indices, collate_fn=indices.collate, **batches)
     else:
-        train = DataLoader(list(train_set), batch_size=config.batch_size, shuffle=True)
+        buckets = size_buckets(train_set, config)
+        batches = dict(batch_sampler=buckets) if buckets is not None else dict(batch_size=config.batch_size, shuffle=True)
+        train = DataLoader(list(train_set), **batches)
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None

@@ -51,7 +51,8 @@ class AniDSModule(L.LightningModule):
         self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
                              and bool(self.noise_cfg.train_generator))
         self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
-        self.fast = None        # TrainConfig.fast_step: the FastStep, made at the first training step
+        self.fast = None        # TrainConfig.fast_step: a FastStep per size group, made at the first training step
+        self._fast_last = None  # ... and the one that ran the last pass
 
     @property
     def total_steps(self) -> int:
@@ -85,21 +86,24 @@ class AniDSModule(L.LightningModule):
         if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
         return total
 
-    def _fast_training_step(self, index):
-        """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` (the loader
-        yields indices of `StructureIndices`); Lightning clips and steps the optimiser as for the eager step (`backward`
-        hands it the gradients)."""
+    def _fast_training_step(self, batch):
+        """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` of size group
+        `group` (the loader yields `(group, index)` from `StructureIndices.collate`); Lightning clips and steps the
+        optimiser as for the eager step (`backward` hands it the gradients)."""
+        group, index = batch
         if self.fast is None:
             dataset = getattr(self.trainer.train_dataloader, "dataset", None)
             if not isinstance(dataset, StructureIndices):
                 raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
                                  f"{type(dataset).__name__}")
-            data = FixedShapeSet.for_model(dataset.structures, self.model, self.device, next(self.model.parameters()).dtype,
-                                           skin=self.cfg.neighbour_skin)
-            self.fast = FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
+            dtype = next(self.model.parameters()).dtype
+            self.fast = [FastStep(self.model, FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin),
+                                  self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
+                         for structures in dataset.groups()]
         w = self.current_weights()
-        self.fast.set_lambda_denoise(w.lambda_denoise)
-        total, terms = self.fast(index)
+        self._fast_last = step = self.fast[group]
+        step.set_lambda_denoise(w.lambda_denoise)
+        total, terms = step(index)
         self._log_step(total, terms, w, int(index.shape[0]))
         return total
 
@@ -123,7 +127,7 @@ class AniDSModule(L.LightningModule):
         # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
         # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
         if self.fast is not None:   # fast_step: the pass has run; put back the gradients zero_grad has just cleared
-            self.fast.put_gradients()
+            self._fast_last.put_gradients()
             return
         loss.backward(*args, inputs=self.trained_parameters, **kwargs)
 

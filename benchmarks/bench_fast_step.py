@@ -6,6 +6,7 @@
     python benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 --pretrained '' --train-generator true
     python benchmarks/bench_fast_step.py --device cuda --recipe pretrain-paper --molecule all --n 800 --methods dens anids
     python benchmarks/bench_fast_step.py --device cuda --recipe mptrj --n 400 --pretrained '' --methods none anids
+    python benchmarks/bench_fast_step.py --recipe mptrj --n 96 --batch-size 8 --size-buckets 3 --pretrained ''   # batches of similar size
 
 The recipe is `cpu-30min` (PaiNN demo, batches of 8 ethanols) unless `--recipe` says otherwise; DeNS and AniDS start
 from the shipped QM9 pre-trained weights with psi frozen and its Sigma_i cached, as in the headline runs. For each
@@ -22,7 +23,9 @@ path as a run trains them (lambda_denoise decay, learning-rate schedule, EMA of 
 recipe's epochs. Checked on the device: the fixed step's loss and gradients against the eager step's (the same random
 draws), and the captured pass's against the uncaptured one's, without noise (deterministic) and with it (equal where
 the CUDA graph replays the random stream as eager kernels draw it). The optimiser step (clipping, fused AdamW) and the
-EMA run eagerly after each pass, in every path. `--profile` adds the
+EMA run eagerly after each pass, in every path. With `--size-buckets K` every path draws
+its batches from K groups of structures of similar size (TrainConfig.size_buckets), and the fast paths keep one
+fixed-shape set and step per group, padded to that group's largest structure. `--profile` adds the
 operators that take the most time in 10 steps of each path; `--fit-epochs N` times N epochs of a whole `fit` (Lightning's
 loop) with and without `fast_step`. Writes the results JSON with the GPU, driver, torch and
 CUDA versions, and the machine before and after (benchmarks/_env.py)."""
@@ -37,7 +40,7 @@ from torch_geometric.loader import DataLoader   # noqa: E402
 from anids.data import datasets as D   # noqa: E402
 from anids.train import make_config, prepare_training   # noqa: E402
 from anids.train.module import LR_SCHEDULES, _TrainableAveragedModel   # noqa: E402
-from anids.train.fast import FixedShapeSet, FastStep   # noqa: E402
+from anids.train.fast import FixedShapeSet, FastStep, SizeBuckets, StructureIndices   # noqa: E402
 from anids.method.model import DenoisingConfig   # noqa: E402
 from anids.method.losses import LossWeights   # noqa: E402
 from anids.nn.fixed_shapes import sync_free   # noqa: E402
@@ -82,9 +85,40 @@ def gpu_info(device) -> dict:
             "driver": driver, "cuda": torch.version.cuda, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version()}
 
 
+class Groups:
+    """The training structures as fixed-shape sets: one set of all of them, or one per size group (`--size-buckets`,
+    anids.train.fast.SizeBuckets, as `fit` with TrainConfig.size_buckets draws them)."""
+    def __init__(self, train, module, cfg, device, buckets: int):
+        self.frames, self.B, self.device = train, cfg.batch_size, device
+        self.buckets = SizeBuckets([int(s.z.shape[0]) for s in train], cfg.batch_size, buckets) if buckets > 1 else None
+        self.indices = StructureIndices(train, self.buckets)
+        dtype = next(module.model.parameters()).dtype
+        self.sets = [FixedShapeSet.for_model(g, module.model, device, dtype, skin=cfg.neighbour_skin) for g in self.indices.groups()]
+        self.steps_per_epoch = len(self.buckets) if self.buckets else len(train) // cfg.batch_size
+
+    def eager_batches(self, generator):
+        "One epoch of collated batches on the host, as fit's DataLoader draws them."
+        if self.buckets is None:
+            return iter(DataLoader(self.frames, batch_size=self.B, shuffle=True, drop_last=True, generator=generator))
+        return iter(DataLoader(self.frames, batch_sampler=self.buckets))
+
+    def fixed_batches(self):
+        "One epoch of (group, indices on the device)."
+        if self.buckets is None: return ((0, index) for index in self.sets[0].epoch(self.B))
+        return ((g, local.to(self.device)) for g, local in map(self.indices.collate, self.buckets))
+
+    def describe(self) -> list[dict]:
+        "Each set's shape: atom slots, padding, its graph."
+        return [{"structures": len(fs), "slots": fs.slots, "padded": fs.padded, "mean_atoms": float(fs.sizes.double().mean()),
+                 "graph": "complete" if fs.lists is None else {
+                     "neighbour_lists": True, "cutoff": fs.lists.cutoff, "skin": fs.lists.skin,
+                     "edges_per_structure": fs.lists.edges, "mean_real_edges": float(fs.lists.counts.double().mean())}}
+                for fs in self.sets]
+
+
 class Path_:
     "One way of training: a model copy, its optimiser, schedule and EMA, and a `step(index)`."
-    def __init__(self, kind, module, cfg, frames, fs, device, steps_per_epoch):
+    def __init__(self, kind, module, cfg, frames, groups, device, steps_per_epoch):
         self.kind, self.device, self.cfg = kind, device, cfg
         self.model = copy.deepcopy(module.model).to(device).train()
         self.noise_cfg, self.frames, self.B = module.noise_cfg, frames, cfg.batch_size
@@ -97,15 +131,16 @@ class Path_:
         self.ema = _TrainableAveragedModel(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self.weights = module.base_weights
         self.n = 0
-        if kind != "eager":
-            self.fast = FastStep(self.model, fs, self.B, self.noise_cfg, self.weights, self.params, capture=kind == "captured")
+        if kind != "eager":   # one FastStep (one CUDA graph) per size group
+            self.fast = [FastStep(self.model, fs, self.B, self.noise_cfg, self.weights, self.params, capture=kind == "captured")
+                         for fs in groups.sets]
 
     def lambda_denoise(self) -> float:
         w = self.weights.lambda_denoise
         return w * max(0.0, 1.0 - self.n / self.total) if self.cfg.denoise_decay else w
 
     def step(self, index):
-        "One training step on the structures `index` (a CPU batch for eager, device indices otherwise)."
+        "One training step on the structures `index` (a CPU batch for eager, (group, device indices) otherwise)."
         if self.kind == "eager":
             batch = index.to(self.device)
             w = LossWeights(**{**self.weights.__dict__, "lambda_denoise": self.lambda_denoise()})
@@ -113,8 +148,9 @@ class Path_:
             self.opt.zero_grad(set_to_none=True)
             total.backward(inputs=self.params)
         else:
-            self.fast.set_lambda_denoise(self.lambda_denoise())
-            total, _ = self.fast(index)
+            group, index = index
+            self.fast[group].set_lambda_denoise(self.lambda_denoise())
+            total, _ = self.fast[group](index)
         if self.cfg.grad_clip: torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.opt.step()
         self.sched.step()
@@ -122,11 +158,9 @@ class Path_:
         self.n += 1
         return total
 
-    def batches(self, fs, generator):
+    def batches(self, groups, generator):
         "One epoch of batches: collated on the host (eager, as the DataLoader of fit) or indices on the device."
-        if self.kind == "eager":
-            return iter(DataLoader(self.frames, batch_size=self.B, shuffle=True, drop_last=True, generator=generator))
-        return iter(fs.epoch(self.B))
+        return groups.eager_batches(generator) if self.kind == "eager" else iter(groups.fixed_batches())
 
 
 def _module_optimizer(module, model):
@@ -139,13 +173,13 @@ def _module_optimizer(module, model):
         module.model = original
 
 
-def median_step_ms(path, fs, device, warmup, steps) -> dict:
+def median_step_ms(path, groups, device, warmup, steps) -> dict:
     gen = torch.Generator().manual_seed(0)
-    it, times = path.batches(fs, gen), []
+    it, times = path.batches(groups, gen), []
     for k in range(warmup + steps):
         try: b = next(it)
         except StopIteration:
-            it = path.batches(fs, gen); b = next(it)
+            it = path.batches(groups, gen); b = next(it)
         sync(device)
         t0 = time.perf_counter()
         path.step(b)
@@ -155,13 +189,13 @@ def median_step_ms(path, fs, device, warmup, steps) -> dict:
             "steps": steps, "warmup_steps": warmup}
 
 
-def epoch_seconds(path, fs, device, epochs) -> dict:
+def epoch_seconds(path, groups, device, epochs) -> dict:
     gen = torch.Generator().manual_seed(1)
     per_epoch = []
     for _ in range(epochs):
         sync(device)
         t0 = time.perf_counter()
-        for b in path.batches(fs, gen): path.step(b)
+        for b in path.batches(groups, gen): path.step(b)
         sync(device)
         per_epoch.append(time.perf_counter() - t0)
     return {"s_per_epoch": statistics.median(per_epoch), "epochs_timed": epochs, "all_s": per_epoch}
@@ -246,11 +280,11 @@ def fit_epochs(frames, n_train: int, recipe: str, method: str, pretrained, devic
             "val_force_mae_meV_A": m["val"]["force_mae_meV_A"]}
 
 
-def profile(path, fs, device, steps=10) -> list:
+def profile(path, groups, device, steps=10) -> list:
     from torch.profiler import profile as prof, ProfilerActivity
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     gen = torch.Generator().manual_seed(2)
-    it = path.batches(fs, gen)
+    it = path.batches(groups, gen)
     for _ in range(3): path.step(next(it))
     with prof(activities=acts) as p:
         for _ in range(steps): path.step(next(it))
@@ -283,6 +317,9 @@ def main(argv=None):
     ap.add_argument("--fit-epochs", type=int, default=0,
                     help="also time this many epochs of a whole anids.train.fit with and without fast_step (0: skip; the "
                          "structures after the first --n are its validation set)")
+    ap.add_argument("--size-buckets", type=int, default=1,
+                    help="draw each batch from one of this many groups of structures of similar size, one fixed-shape set and "
+                         "step per group (TrainConfig.size_buckets; default 1: one set padded to the largest structure)")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_fast_step_<device>.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -310,26 +347,26 @@ def main(argv=None):
         pre = a.pretrained if (a.pretrained and method != "none" and cfg.scheme != "pretrain") else None
         torch.manual_seed(0)
         module, cfg, train, info = prepare_training(frames, cfg, pre)
-        fs = FixedShapeSet.for_model(train, module.model, device, next(module.model.parameters()).dtype, skin=cfg.neighbour_skin)
-        spe = len(train) // cfg.batch_size
+        groups = Groups(train, module, cfg, device, a.size_buckets)
+        spe, fs = groups.steps_per_epoch, groups.sets[0]
         run = {"method": method, "scheme": cfg.scheme, "pretrained": str(pre), "train_generator": module.noise_cfg.train_generator,
-               "batch_size": cfg.batch_size, "slots": fs.slots, "padded": fs.padded,
-               "graph": "complete" if fs.lists is None else {"neighbour_lists": True, "cutoff": fs.lists.cutoff, "skin": fs.lists.skin,
-                                                              "edges_per_structure": fs.lists.edges,
-                                                              "mean_real_edges": float(fs.lists.counts.double().mean())},
-               "mean_atoms": float(fs.sizes.double().mean()), "steps_per_epoch": spe,
-               "recipe_epochs": cfg.epochs}
-        run["check_fixed_vs_eager"] = check_fixed_against_eager(module, train, fs, device)
+               "batch_size": cfg.batch_size, "steps_per_epoch": spe, "recipe_epochs": cfg.epochs, "size_buckets": a.size_buckets}
+        shapes = groups.describe()
+        if len(shapes) == 1: run.update({k: v for k, v in shapes[0].items() if k != "structures"})
+        else: run["groups"] = shapes
+        checks = [check_fixed_against_eager(module, g, s, device) for g, s in zip(groups.indices.groups(), groups.sets)]
+        run["check_fixed_vs_eager"] = checks[0]
+        if len(checks) > 1: run["check_fixed_vs_eager_groups"] = checks
         kinds = ["eager", "fixed"] + (["captured"] if device.type == "cuda" else [])
         if device.type == "cuda":
             run["check_captured"] = [attempt(check_captured, module, fs, device, noise) for noise in (False, True)]
         def measure(kind):
-            path = Path_(kind, module, cfg, train, fs, device, spe)
-            r = median_step_ms(path, fs, device, a.warmup, a.steps)
-            r.update(epoch_seconds(path, fs, device, a.epochs))
+            path = Path_(kind, module, cfg, train, groups, device, spe)
+            r = median_step_ms(path, groups, device, a.warmup, a.steps)
+            r.update(epoch_seconds(path, groups, device, a.epochs))
             r["recipe_minutes"] = r["s_per_epoch"] * cfg.epochs / 60
             r["minutes_per_10k_steps"] = r["ms_per_step"] * 1e4 / 6e4
-            if a.profile: r["profile"] = profile(path, fs, device)
+            if a.profile: r["profile"] = profile(path, groups, device)
             return r
         for kind in kinds:
             run[kind] = r = attempt(measure, kind)

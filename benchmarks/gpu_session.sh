@@ -7,10 +7,10 @@
 # Run from the repository root:
 #
 #     OUT=/some/dir bash benchmarks/gpu_session.sh        # default OUT: results/; parts 1-4
-#     PARTS="5" bash benchmarks/gpu_session.sh            # part 5 alone (periodic cells), in a second call
+#     PARTS="5 6" bash benchmarks/gpu_session.sh          # parts 5-6 (periodic cells), in a second call
 #
 # Parts 1-4 write four results files and their logs under $OUT (8 files, as many as `run` brings back): at most about
-# 9 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them. Part 5 takes about 2.5 minutes.
+# 9 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them. Parts 5-6 take at most about 8.5 minutes.
 set -o pipefail
 OUT=${OUT:-results}
 mkdir -p "$OUT"
@@ -45,4 +45,13 @@ part 4 && timeout 130 python3 benchmarks/bench_fast_step.py --device cuda --reci
 part 5 && timeout 150 python3 benchmarks/bench_fast_step.py --device cuda --recipe mptrj --n 400 --pretrained '' \
     --methods none anids --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_mptrj_h200.json" 2>&1 \
     | tee "$OUT/bench_fast_step_mptrj.log"
+#    ... and with batches drawn from 4 groups of similar size (--size-buckets: one fixed-shape set and CUDA graph each)
+part 5 && timeout 150 python3 benchmarks/bench_fast_step.py --device cuda --recipe mptrj --n 400 --pretrained '' --size-buckets 4 \
+    --methods none anids --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_mptrj_buckets_h200.json" 2>&1 \
+    | tee "$OUT/bench_fast_step_mptrj_buckets.log"
+# 6. oc22 without noise (EquiformerV2 122M, two 82-atom slabs per step; at most 20 neighbours within 12 A, which the
+#    fast step keeps on the device from neighbour lists at 13 A)
+part 6 && timeout 200 python3 benchmarks/bench_fast_step.py --device cuda --recipe oc22 --n 40 --pretrained '' \
+    --methods none --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_oc22_h200.json" 2>&1 \
+    | tee "$OUT/bench_fast_step_oc22.log"
 true

@@ -112,7 +112,8 @@ class Groups:
         return [{"structures": len(fs), "slots": fs.slots, "padded": fs.padded, "mean_atoms": float(fs.sizes.double().mean()),
                  "graph": "complete" if fs.lists is None else {
                      "neighbour_lists": True, "cutoff": fs.lists.cutoff, "skin": fs.lists.skin,
-                     "edges_per_structure": fs.lists.edges, "mean_real_edges": float(fs.lists.counts.double().mean())}}
+                     "edges_per_structure": fs.lists.edges, "mean_real_edges": float(fs.lists.counts.double().mean()),
+                     "bytes_per_structure": fs.lists.nbytes / len(fs.lists)}}
                 for fs in self.sets]
 
 

@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 import torch
-from .graphs import Graph, radius_graph, edge_vectors
+from .graphs import Graph, radius_graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'NeighbourLists',
@@ -91,53 +91,76 @@ FAR_EDGE = 1000.0
 
 class NeighbourLists:
     """Every pair closer than `cutoff + skin` in each of S structures (periodic images included), found once on the
-    host at the structures' positions and padded to the same number of edges E: the graph of a batch is a gather
-    (`graph`). It holds every pair closer than `cutoff` while no atom is farther than skin / 2 from these positions
-    (`check_within_skin`)."""
+    host at the structures' positions: the graph of a batch is a gather (`graph`), E edges per structure (E: the
+    longest list; the rest padding edges). It holds every pair closer than `cutoff` while no atom is farther than
+    skin / 2 from these positions (`check_within_skin`). The lists are stored one after the other without padding, an
+    edge in 14 bytes (centre and neighbour as int32 within the structure, the periodic image as three int16 multiples
+    of the cell vectors), so that the lists of a large dataset fit on a GPU (`nbytes`)."""
     def __init__(self, structures,               # each with `pos` [n, 3] and, for a periodic cell, `cell` [3, 3] and `pbc` [3]
                  cutoff: float,                   # the largest cutoff of the networks that read the graph (A)
                  skin: float = 1.0,               # extra radius (A): the lists hold while every atom stays within skin / 2
-                 device=None, dtype: torch.dtype = torch.float32):   # of the stored lists and shifts
+                 device=None, dtype: torch.dtype = torch.float32):   # of the shifts a batch's graph holds
         structures = list(structures)
         if not structures: raise ValueError("no structures")
         if not cutoff > 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
         if not skin >= 0: raise ValueError(f"skin must be >= 0, got {skin}")
         if cutoff + skin >= FAR_EDGE: raise ValueError(f"cutoff + skin must stay below FAR_EDGE ({FAR_EDGE} A), got {cutoff + skin}")
-        lists = []
-        for s in structures:
+        nl = NeighborList(cutoff=float(cutoff + skin), full_list=True)
+        centres, neighbours, images, cells, degrees = [], [], [], [], []
+        for k, s in enumerate(structures):
             cell, pbc = getattr(s, "cell", None), getattr(s, "pbc", None)
-            lists.append(radius_graph(s.pos.detach().to("cpu", torch.float64), cutoff + skin, None,
-                                      None if cell is None else cell.reshape(1, 3, 3),
-                                      None if pbc is None else torch.as_tensor(pbc).reshape(1, 3)))
-        counts = torch.tensor([g.num_edges for g in lists])
-        E = max(int(counts.max()), 1)
-        # padding edges: atom 0 of the structure to its own image FAR_EDGE away along x
-        edge_index = torch.zeros(len(lists), 2, E, dtype=torch.long)
-        shift = torch.zeros(len(lists), E, 3, dtype=torch.float64)
-        shift[..., 0] = FAR_EDGE
-        for k, g in enumerate(lists):
-            edge_index[k, :, :g.num_edges], shift[k, :g.num_edges] = g.edge_index, g.shift
-        degrees = [int(torch.bincount(g.edge_index[1]).max()) for g in lists if g.num_edges]
-        self.cutoff, self.skin, self.edges = float(cutoff), float(skin), E
-        self.counts = counts                      # [S] real edges of each structure (the rest is padding)
-        self.max_degree = max(degrees, default=0) # the most candidate neighbours of any atom
-        self.edge_index = edge_index.to(device)   # [S, 2, E] within each structure: (neighbour j, centre i)
-        self.shift = shift.to(device, dtype)      # [S, E, 3] Cartesian offset of j's image (FAR_EDGE on padding)
+            periodic = pbc is not None and bool(torch.as_tensor(pbc).any())
+            box = torch.as_tensor(cell).reshape(3, 3).to(torch.float64) if periodic else torch.zeros(3, 3, dtype=torch.float64)
+            try:
+                i, j, S = structure_pairs(s.pos.detach().to("cpu", torch.float64), box,
+                                          torch.as_tensor(pbc).reshape(3).bool() if periodic else None, nl)
+            except ValueError as e: raise ValueError(f"structure {k}: {e}") from None
+            if S.numel() and int(S.abs().max()) > torch.iinfo(torch.int16).max:
+                raise ValueError(f"structure {k} has neighbours {int(S.abs().max())} cells away: its cell is too small for this cutoff")
+            centres.append(i); neighbours.append(j); images.append(S); cells.append(box)
+            if len(i): degrees.append(int(torch.bincount(i).max()))
+        counts = torch.tensor([len(i) for i in centres])
+        start = torch.cumsum(counts, 0) - counts
+        self.cutoff, self.skin, self.dtype = float(cutoff), float(skin), dtype
+        self.edges = max(int(counts.max()), 1)      # E: edges of each structure in a batch's graph
+        self.counts = counts                         # [S] real edges of each structure (host)
+        self.max_degree = max(degrees, default=0)    # the most candidate neighbours of any atom
+        # one entry more than the edges: an index that every padding slot may read (there may be no edge at all)
+        pad = lambda parts, shape, kind: torch.cat(parts + [torch.zeros(shape, dtype=torch.long)]).to(device, kind)
+        self.centre = pad(centres, (1,), torch.int32)                 # [T + 1] i within its structure
+        self.neighbour = pad(neighbours, (1,), torch.int32)           # [T + 1] j within its structure
+        self.image = pad(images, (1, 3), torch.int16)                 # [T + 1, 3] j's image, in cell vectors
+        self.start, self._counts = start.to(device), counts.to(device)   # [S] where each structure's edges begin; how many
+        self.cell = torch.stack(cells).to(device)                     # [S, 3, 3] float64 (zeros for a molecule)
+        self._slots = torch.arange(self.edges, device=self.start.device)
         self._offsets = {}
 
-    def __len__(self) -> int: return self.edge_index.shape[0]
+    def __len__(self) -> int: return self.start.shape[0]
+
+    @property
+    def nbytes(self) -> int:
+        "Bytes the lists take on their device."
+        return sum(t.numel() * t.element_size() for t in (self.centre, self.neighbour, self.image, self.start, self._counts, self.cell))
 
     def graph(self, index: torch.Tensor,        # [B] long: the batch's structures, on the lists' device
               atoms_per_structure: int,         # atom slots of each structure in the batch (structure b: rows b n .. b n + n - 1)
               reference: torch.Tensor,          # [B n, 3] the batch's positions at which the lists were built
              ) -> Graph:
-        "The batch's graph: B E edges, gathered without reading a value on the host; it carries `reference` and the skin."
+        """The batch's graph: E edges per structure, B E in all, gathered without reading a value on the host; padding
+        edges join the structure's first atom to its own image FAR_EDGE away. It carries `reference` and the skin."""
         B, n = index.shape[0], atoms_per_structure
         if (B, n) not in self._offsets:
-            self._offsets[(B, n)] = (torch.arange(B, device=self.edge_index.device) * n)[:, None, None]
-        edge_index = (self.edge_index[index] + self._offsets[(B, n)]).permute(1, 0, 2).reshape(2, B * self.edges)
-        return Graph(edge_index, self.shift[index].reshape(B * self.edges, 3), beyond_cutoff=True,
-                     reference=reference.detach(), skin=self.skin)
+            self._offsets[(B, n)] = (torch.arange(B, device=self.start.device) * n)[:, None]
+        real = self._slots[None, :] < self._counts[index][:, None]                    # [B, E]
+        flat = torch.where(real, self.start[index][:, None] + self._slots, self.centre.shape[0] - 1)
+        atom = lambda t: torch.where(real, t[flat].long(), 0) + self._offsets[(B, n)]
+        edge_index = torch.stack([atom(self.neighbour), atom(self.centre)]).reshape(2, B * self.edges)
+        # the image's offset in float64, as the radius graph computes it, then in the positions' dtype
+        shift = (self.image[flat].to(torch.float64) @ self.cell[index]).to(self.dtype)   # [B, E, 3]
+        far = torch.zeros(3, dtype=self.dtype, device=shift.device)
+        far[0] = FAR_EDGE
+        shift = torch.where(real[..., None], shift, far)
+        return Graph(edge_index, shift.reshape(B * self.edges, 3), beyond_cutoff=True, reference=reference.detach(), skin=self.skin)
 
 def check_within_skin(pos: torch.Tensor, graph: Graph) -> None:
     """`check_that` no atom at `pos` is skin / 2 or farther from where `graph`'s neighbour lists were built (nothing to

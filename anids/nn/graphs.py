@@ -10,8 +10,8 @@ except ImportError:
     from vesin.torch import NeighborList
 
 # %% auto #0
-__all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'radius_graph',
-           'nearest_neighbors', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
+__all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'structure_pairs',
+           'radius_graph', 'nearest_neighbors', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
 
 # %% ../../nbs/nn/01_graphs.ipynb #1a99bcfd
 @dataclass
@@ -37,6 +37,20 @@ def _check_batch(pos, batch):
     if batch is not None and batch.shape[0] != pos.shape[0]:
         raise ValueError(f"batch has {batch.shape[0]} entries for {pos.shape[0]} atoms")
 
+def structure_pairs(pos: torch.Tensor,      # [n, 3] float64 positions of one structure, on the host
+                    cell: torch.Tensor,     # [3, 3] float64 cell vectors as rows (read where pbc is given)
+                    pbc: torch.Tensor|None, # [3] periodic directions; None: a molecule
+                    neighbor_list: NeighborList,   # vesin's, at the cutoff (full list)
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(centre i, neighbour j, image S) [E], [E], [E, 3] long of every pair of one structure closer than the cutoff:
+    the image of j sits at X_j + S @ cell, so r_ij = X_i - X_j - S @ cell (vesin's vector is X_j + S @ cell - X_i)."""
+    if pbc is not None:
+        if abs(float(torch.linalg.det(cell))) < 1e-8: raise ValueError("it is periodic but its cell is singular")
+        i, j, S = neighbor_list.compute(pos, cell, pbc, quantities="ijS")
+        return i.long(), j.long(), S.long()
+    i, j = neighbor_list.compute(pos, torch.zeros(3, 3, dtype=torch.float64), False, quantities="ij")
+    return i.long(), j.long(), torch.zeros(len(i), 3, dtype=torch.long)
+
 def radius_graph(pos: torch.Tensor,          # [N, 3] positions (A)
                  cutoff: float,               # radius (A); pairs with |r_ij| < cutoff are edges
                  batch: torch.Tensor|None=None, # [N] structure index of each atom (sorted); None = one structure
@@ -57,22 +71,13 @@ def radius_graph(pos: torch.Tensor,          # [N, 3] positions (A)
     idx, shifts, start = [], [], 0
     for s, n_s in enumerate(counts):
         if n_s == 0: continue
-        pts = p64[start:start + n_s]
         periodic = pbc_ is not None and bool(pbc_[s].any())
-        if periodic:
-            box = cell64[s]
-            if abs(float(torch.linalg.det(box))) < 1e-8:
-                raise ValueError(f"structure {s} is periodic but its cell is singular")
-            i, j, S = nl.compute(pts, box, pbc_[s], quantities="ijS")
-            sh = S.to(torch.float64) @ box
-        else:
-            box = torch.zeros(3, 3, dtype=torch.float64)
-            i, j = nl.compute(pts, box, False, quantities="ij")
-            sh = torch.zeros(len(i), 3, dtype=torch.float64)
-        idx.append(torch.stack([j.long(), i.long()]) + start)
-        # vesin's vector is X_j + S@box - X_i, so the image of j sits at X_j + S@box and
-        # r_ij = X_i - X_j - S@box: our `shift` is S@box.
-        shifts.append(sh)
+        box = cell64[s] if periodic else torch.zeros(3, 3, dtype=torch.float64)
+        try:
+            i, j, S = structure_pairs(p64[start:start + n_s], box, pbc_[s] if periodic else None, nl)
+        except ValueError as e: raise ValueError(f"structure {s}: {e}") from None
+        idx.append(torch.stack([j, i]) + start)
+        shifts.append(S.to(torch.float64) @ box if periodic else torch.zeros(len(i), 3, dtype=torch.float64))
         start += n_s
     if idx:
         edge_index, shift = torch.cat(idx, 1), torch.cat(shifts, 0)

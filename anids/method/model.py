@@ -328,9 +328,11 @@ class AniDSModel(nn.Module):
             stats.update(covariance_stats(cov, moved.L, moved.atoms, cfg.sigma_p))
         return terms
 
-    def kl_warmup_loss(self, data, cfg: DenoisingConfig) -> torch.Tensor:
+    def kl_warmup_loss(self, data, cfg: DenoisingConfig,
+                       graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes); None: psi's radius graph
+                      ) -> torch.Tensor:
         "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
-        cov = self.covariance(data)
+        cov = self.covariance(data, graph)
         return kl_isotropic_prior(cov.matrix, cfg.sigma_p, getattr(data, "atom_mask", None), data.batch, int(data.num_graphs))
 
 def _no_radius_graph_in_sync_free() -> None:

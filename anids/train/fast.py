@@ -12,7 +12,7 @@ from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
 # %% auto #0
-__all__ = ['PAD_MARGIN', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices', 'check_fixed_graph', 'FastStep']
+__all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices', 'check_fixed_graph', 'FastStep']
 
 # %% ../../nbs/train/06_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -216,10 +216,13 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
                              "change its result (PaiNN and GeoMFormer ignore such edges)")
 
 # %% ../../nbs/train/06_fast.ipynb #a1895ed9
+FAST_OBJECTIVES = ("losses", "kl_warmup")
+"What a `FastStep` computes: the model's training loss (`AniDSModel.losses`), or the KL-only warm-up of psi (`kl_warmup_loss`)."
+
 class FastStep:
-    """The forward and backward pass of one training step (Algorithm 1 or 2) on fixed-shape batches of a `FixedShapeSet`:
-    the model's own `losses` inside `sync_free()` on the set's fixed graphs, then the gradients of `params`, with no host
-    synchronisation. With `capture` (default: on a CUDA device) it is recorded once in a CUDA graph and replayed at
+    """The forward and backward pass of one training step (Algorithm 1 or 2, or the KL-only warm-up of psi: `objective`)
+    on fixed-shape batches of a `FixedShapeSet`: the model's own `losses` (or `kl_warmup_loss`) inside `sync_free()` on
+    the set's fixed graphs, then the gradients of `params`, with no host synchronisation. With `capture` (default: on a CUDA device) it is recorded once in a CUDA graph and replayed at
     every call, one launch for the whole pass. Each call leaves the gradients in `p.grad`, for the optimiser step that
     follows (gradient clipping, AdamW and the weight average are a few fused kernels, run by the caller or Lightning)."""
     def __init__(self, model: AniDSModel, data: FixedShapeSet, batch_size: int, cfg: DenoisingConfig,
@@ -227,9 +230,14 @@ class FastStep:
                  params: list[torch.Tensor],          # the trained weights (the optimiser's)
                  capture: bool|None = None,           # None: on CUDA devices
                  check_every: int = 100,              # captured steps between two reads of the deferred checks
+                 objective: str = "losses",           # losses: the model's training loss | kl_warmup: the KL-only warm-up of psi
                 ):
         if not 1 <= batch_size <= len(data): raise ValueError(f"batch_size must lie in 1..{len(data)}, got {batch_size}")
         if check_every < 1: raise ValueError(f"check_every must be a positive number of steps, got {check_every}")
+        if objective not in FAST_OBJECTIVES: raise ValueError(f"objective must be one of {FAST_OBJECTIVES}, got {objective!r}")
+        if objective == "kl_warmup" and not model.generator.learned:
+            raise ValueError(f"the KL-only warm-up trains a learned psi; method {model.generator.method!r} has none")
+        self.objective = objective
         dtype = next(model.parameters()).dtype
         if data.dtype != dtype: raise ValueError(f"the structures are {data.dtype} and the model {dtype}: make them alike")
         check_fixed_graph(model, data)
@@ -252,7 +260,11 @@ class FastStep:
     def _body(self):
         batch = self.data.batch(self.index)
         with sync_free(self.checks):
-            total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
+            if self.objective == "kl_warmup":
+                total = self.model.kl_warmup_loss(batch, self.cfg, graph=batch.graph)
+                terms = {"kl_warmup": total}
+            else:
+                total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
         total.backward(inputs=self.params)
         self.checks.fold()
         return total.detach(), {k: v.detach() for k, v in terms.items()}

@@ -52,6 +52,7 @@ class AniDSModule(L.LightningModule):
                              and bool(self.noise_cfg.train_generator))
         self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
         self.fast = None        # TrainConfig.fast_step: a FastStep per size group, made at the first training step
+        self.fast_warmup = None # ... and per group one of the KL-only warm-up, while it lasts
         self._fast_last = None  # ... and the one that ran the last pass
 
     @property
@@ -97,9 +98,20 @@ class AniDSModule(L.LightningModule):
                 raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
                                  f"{type(dataset).__name__}")
             dtype = next(self.model.parameters()).dtype
-            self.fast = [FastStep(self.model, FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin),
-                                  self.cfg.batch_size, self.noise_cfg, self.base_weights, self.trained_parameters)
-                         for structures in dataset.groups()]
+            sets = [FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin)
+                    for structures in dataset.groups()]
+            make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
+                                                    self.trained_parameters, objective=objective)
+            self.fast = [make(data, "losses") for data in sets]
+            if self.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
+        if self.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
+            self._fast_last = step = self.fast_warmup[group]
+            kl, _ = step(index)
+            self.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
+            if float(kl) < self.cfg.kl_warmup_threshold:
+                self.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
+                self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
+            return kl
         w = self.current_weights()
         self._fast_last = step = self.fast[group]
         step.set_lambda_denoise(w.lambda_denoise)

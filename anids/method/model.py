@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
-from ..nn.fixed_shapes import is_sync_free, check_within_skin, fixed_nearest_neighbors
+from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors, det_3x3
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
@@ -194,14 +194,14 @@ class AniDSModel(nn.Module):
             grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
             forces = -grads[0].to(pos.dtype)
             if strain is not None:
-                volume = torch.linalg.det(cell.reshape(B, 3, 3)).abs()
+                volume = det_3x3(cell.reshape(B, 3, 3)).abs()
                 stress = grads[1] / volume[:, None, None]
         elif compute_forces:
             forces = self.force_scale * out.vector
         if direct_stress:
-            if out.stress is None or out.stress.shape != (B, 3, 3):
-                raise ValueError(f"the backbone returned no [{B}, 3, 3] stress")
-            stress = self.force_scale * out.stress
+            if out.atomic_stress is None or out.atomic_stress.shape != (pos.shape[0], 3, 3):
+                raise ValueError(f"the backbone returned no [{pos.shape[0]}, 3, 3] per-atom stress")
+            stress = self.force_scale * out.structure_stress(batch, B, real)   # the mean over each structure's real atoms
         return Prediction(energy, forces, out.vector, stress)
 
     def covariance(self, data, graph: Graph|None = None) -> Covariance|None:
@@ -348,20 +348,20 @@ def _labels(values: torch.Tensor, n: int) -> torch.Tensor:
 def _strain_shifts(graph: Graph, batch: torch.Tensor, sym: torch.Tensor) -> torch.Tensor:
     "Periodic shifts under the strain sym [B, 3, 3] of their structure: shift (I + sym)."
     edge_batch = batch[graph.edge_index[1]]
-    if graph.num_edges and bool((edge_batch[1:] >= edge_batch[:-1]).all()):
+    if not is_sync_free() and graph.num_edges and bool((edge_batch[1:] >= edge_batch[:-1]).all()):
         # radius_graph keeps each structure's edges together: one [E_b, 3] @ [3, 3] per structure, no [E, 3, 3] gather
         parts = graph.shift.split(torch.bincount(edge_batch, minlength=sym.shape[0]).tolist())
         return torch.cat([p + p @ sym[b] for b, p in enumerate(parts)])
+    # any edge order, and inside sync_free() (fixed graphs; the test above reads the host): a gather of each edge's strain
     return graph.shift + (graph.shift[:, None, :] @ sym[edge_batch]).squeeze(1)
 
 def _check_periodic(cell, pbc, B: int) -> None:
     "ValueError unless every structure has a cell of non-zero volume and at least one periodic direction."
     if cell is None or pbc is None:
         raise ValueError("stress needs periodic structures: the batch has no cell / pbc")
-    flat = (~pbc.reshape(B, 3).any(-1)) | (torch.linalg.det(cell.reshape(B, 3, 3).detach().double()).abs() < 1e-8)
-    if bool(flat.any()):
-        raise ValueError(f"stress needs periodic structures with a cell of non-zero volume; structure "
-                         f"{int(torch.nonzero(flat)[0, 0])} is not")
+    flat = (~pbc.reshape(B, 3).any(-1)) | (det_3x3(cell.reshape(B, 3, 3).detach().double()).abs() < 1e-8)
+    check_that(~flat, lambda: ValueError(f"stress needs periodic structures with a cell of non-zero volume; structure "
+                                         f"{int(torch.nonzero(flat)[0, 0])} is not"))   # deferred inside sync_free()
 
 @torch.no_grad()
 def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:

@@ -7,6 +7,7 @@ import importlib
 from collections.abc import Mapping
 import torch
 from torch import nn
+from torch_geometric.utils import scatter
 from .graphs import Graph
 from .fixed_shapes import check_that
 
@@ -21,7 +22,19 @@ class BackboneOutput:
     scalars: torch.Tensor        # [N, F] invariant features h_i
     atomic_energy: torch.Tensor  # [N] normalised per-atom energies
     vector: torch.Tensor         # [N, 3] equivariant vector output
-    stress: torch.Tensor|None = None  # [B, 3, 3] direct stress (normalised units), from backbones with a stress head
+    atomic_stress: torch.Tensor|None = None  # [N, 3, 3] per-atom direct stress (normalised units), from backbones with a stress head
+
+    def structure_stress(self, batch: torch.Tensor,                # [N] structure of each atom
+                         num_structures: int|None = None,          # B (None: read from `batch`, a host synchronisation)
+                         atom_mask: torch.Tensor|None = None,      # [N] bool: the real atoms of a padded batch
+                        ) -> torch.Tensor:
+        """[B, 3, 3]: each structure's direct stress, the mean of its (real) atoms' `atomic_stress`. The mean, not the
+        sum: a stress is intensive. Made here and not in the backbone so that a padded batch leaves its padding out."""
+        if self.atomic_stress is None: raise ValueError("this backbone output has no stress (no stress head)")
+        B = int(batch.max()) + 1 if num_structures is None else num_structures
+        w = torch.ones_like(batch, dtype=self.atomic_stress.dtype) if atom_mask is None else atom_mask.to(self.atomic_stress.dtype)
+        total = scatter(self.atomic_stress * w[:, None, None], batch, 0, dim_size=B, reduce="sum")
+        return total / scatter(w, batch, 0, dim_size=B, reduce="sum").clamp(min=1)[:, None, None]
 
 class Backbone(nn.Module):
     """Interface of all backbones. Subclasses set `cutoff` (A), `num_scalar_features` and `max_z` and implement
@@ -30,7 +43,7 @@ class Backbone(nn.Module):
     normalised forces of corrupted atoms (zeros on the others) or None, and `vector_atoms` the indices of the atoms
     whose vector output is needed (None: all). With conservative forces only the corrupted atoms' vectors enter the
     loss (Eq. 9), so the vector head runs on those alone; the other rows of `vector` are zero.
-    A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.stress`.
+    A backbone with a direct stress head sets `predicts_stress = True` and fills `BackboneOutput.atomic_stress`.
     A backbone whose every edge term carries a cutoff envelope that vanishes beyond `cutoff` (as a factor, or as its
     log in an attention score, -inf there) sets `edges_beyond_cutoff_vanish = True`: a graph with extra edges beyond
     the cutoff (`complete_graph`, padding atoms) then gives its radius graph's result to rounding (tested in

@@ -449,7 +449,8 @@ class EdgeDegreeEmbedding(nn.Module):
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #1e30908d
 class StressHead(nn.Module):
     """Direct stress: per-atom l = 0 (isotropic) and l = 2 (anisotropic) outputs of an S^2 feed-forward block on the final
-    node features, averaged over each structure's atoms, composed into sigma = s I + sqrt(5) C^{(1,1,2)} c ([B, 3, 3])."""
+    node features, composed into sigma_i = s_i I + sqrt(5) C^{(1,1,2)} c_i ([N, 3, 3]); a structure's stress is their
+    mean over its atoms (`BackboneOutput.structure_stress`, which leaves a padded batch's padding out)."""
     def __init__(self, lmax: int, channels: int, hidden: int, use_grid_mlp: bool = True):
         super().__init__()
         if lmax < 2: raise ValueError(f"the stress head reads l = 2 coefficients: it needs lmax >= 2, got lmax={lmax}")
@@ -457,22 +458,22 @@ class StressHead(nn.Module):
         # e3nn's Clebsch-Gordan coefficients 1 x 1 -> 2, scaled so the 5 traceless symmetric matrices are orthonormal
         self.const = ConstantTables(basis=math.sqrt(5.0) * o3.wigner_3j(1, 1, 2, dtype=torch.float64))   # [3, 3, 5]
 
-    def irreps(self, x, batch, node_grids, per_atom=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-structure isotropic part s [B] and l = 2 coefficients c [B, 5]: means over each structure's atoms
-        (`per_atom(fn, x)`: how the atom-wise FFN is applied, e.g. a chunk of atoms at a time; None: all at once)."""
+    def irreps(self, x, node_grids, per_atom=None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-atom isotropic part s [N] and l = 2 coefficients c [N, 5] (`per_atom(fn, x)`: how the atom-wise FFN is
+        applied, e.g. a chunk of atoms at a time; None: all at once)."""
         ffn = lambda h: self.ffn(h, node_grids)
         y = (ffn(x) if per_atom is None else per_atom(ffn, x))[:, :, 0]   # [N, K] in e3nn order: l = 0 at 0, l = 2 at 4..8
-        mean = scatter(torch.cat([y[:, :1], y[:, 4:9]], dim=1), batch, 0, reduce="mean")
-        return mean[:, 0], mean[:, 1:]
+        return y[:, 0], y[:, 4:9]
 
     def compose(self, iso: torch.Tensor, aniso: torch.Tensor) -> torch.Tensor:
-        "sigma_ij = iso delta_ij + sqrt(5) sum_m C_ijm aniso_m: [B], [B, 5] -> [B, 3, 3], symmetric, trace 3 iso."
+        "sigma_ij = iso delta_ij + sqrt(5) sum_m C_ijm aniso_m: [N], [N, 5] -> [N, 3, 3], symmetric, trace 3 iso."
         basis = self.const.get("basis", aniso.dtype, aniso.device)
         eye = torch.eye(3, dtype=aniso.dtype, device=aniso.device)
         return iso[:, None, None] * eye + torch.einsum("ijm,bm->bij", basis, aniso)
 
-    def forward(self, x, batch, node_grids, per_atom=None) -> torch.Tensor:
-        return self.compose(*self.irreps(x, batch, node_grids, per_atom))
+    def forward(self, x, node_grids, per_atom=None) -> torch.Tensor:
+        "[N, 3, 3] each atom's stress (normalised units)."
+        return self.compose(*self.irreps(x, node_grids, per_atom))
 
 
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #3c81e492
@@ -506,7 +507,7 @@ class EquiformerV2(Backbone):
                  vector_norm_eps: float = 1e-5,      # layer_norm_sh's eps of l > 0 (the authors' 1e-5; 1.0: smooth at symmetric sites)
                  use_grid_mlp: bool = False,         # FFN: MLP on the S^2 grid (True) or separable S^2 SiLU (False)
                  weight_init: str = "normal",        # 'normal' (std 1/sqrt(fan_in)) or 'uniform' (PyTorch's default)
-                 stress_head: bool = False,          # direct stress head (StressHead): BackboneOutput.stress [B, 3, 3]
+                 stress_head: bool = False,          # direct stress head (StressHead): BackboneOutput.atomic_stress [N, 3, 3]
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edges at most this many at a time (None: all)
                 ):
         super().__init__()
@@ -613,8 +614,8 @@ class EquiformerV2(Backbone):
         else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
             keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
             vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
-        stress = self.stress_block(x, batch, node_grids, per_atom) if self.predicts_stress else None
-        return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, stress=stress)
+        stress = self.stress_block(x, node_grids, per_atom) if self.predicts_stress else None
+        return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, atomic_stress=stress)
 
 # %% ../../nbs/nn/06_equiformer_v2.ipynb #45c4f18a
 _OC22 = dict(num_layers=18, sphere_channels=128, attn_hidden_channels=64, num_heads=8, attn_alpha_channels=64,

@@ -10,7 +10,7 @@ from .graphs import Graph, radius_graph, edge_vectors, structure_pairs, Neighbor
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'NeighbourLists',
-           'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3', 'solve_lower_transposed_3x3',
+           'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3', 'solve_lower_transposed_3x3', 'det_3x3',
            'inverse_lower_3x3']
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #afb2f553
@@ -230,6 +230,10 @@ def solve_lower_transposed_3x3(L: torch.Tensor, b: torch.Tensor) -> torch.Tensor
     x1 = (b[:, 1] - L[:, 2, 1] * x2) / L[:, 1, 1]
     x0 = (b[:, 0] - L[:, 1, 0] * x1 - L[:, 2, 0] * x2) / L[:, 0, 0]
     return torch.stack([x0, x1, x2], -1)
+
+def det_3x3(a: torch.Tensor) -> torch.Tensor:
+    "Determinants [N] of 3x3 matrices [N, 3, 3] (a cell's signed volume), as a_0 . (a_1 x a_2): no solver, no status to read."
+    return (a[:, 0] * torch.linalg.cross(a[:, 1], a[:, 2], dim=-1)).sum(-1)
 
 def inverse_lower_3x3(L: torch.Tensor) -> torch.Tensor:
     "L^{-1} [N, 3, 3] of lower-triangular L [N, 3, 3] in closed form."

@@ -64,7 +64,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     num_nodes: int = 1               # nodes (Lightning, multi-node DDP)
     strategy: str = "auto"           # Lightning strategy, e.g. ddp
     threads: int = 0                 # torch threads on CPU (0: leave as is)
-    fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; molecules on complete graphs, periodic cells on neighbour lists with a skin (neighbour_skin), different sizes padded; needs one device, Algorithm 2's view or Algorithm 1, no stress; a KL-only warm-up reads KL on the host once per step while it lasts, as the eager one; psi's per-step statistics are not logged
+    fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; molecules on complete graphs, periodic cells on neighbour lists with a skin (neighbour_skin), different sizes padded; needs one device, Algorithm 2's view or Algorithm 1; a KL-only warm-up reads KL on the host once per step while it lasts, as the eager one; psi's per-step statistics are not logged
     neighbour_skin: float = 1.0      # fast_step on periodic cells: the neighbour lists hold the pairs within cutoff + skin (A) of the clean structures, valid while no atom moves skin / 2 (checked: the run stops otherwise)
     size_buckets: int = 1            # > 1: each batch is drawn from one of this many groups of structures of similar size (anids.train.fast.SizeBuckets), so fast_step pads only to the largest of the group; whole batches only, eager or fast
     eval_batch_size: int = 32        # structures per batch when validating and testing
@@ -103,8 +103,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.fast_step:   # what FastStep cannot do, refused before any data is read
             unsupported = [what for what, bad in (
                 ("one device (devices=1, num_nodes=1, strategy='auto')", self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"),
-                ("Algorithm 2's view (supervise_corrupted=True, denoise_copy=False)", self.denoise_copy or not self.supervise_corrupted),
-                ("no stress terms", max(self.lambda_stress, self.lambda_stress_iso, self.lambda_stress_aniso) > 0)) if bad]
+                ("Algorithm 2's view (supervise_corrupted=True, denoise_copy=False)", self.denoise_copy or not self.supervise_corrupted)) if bad]
             if unsupported: raise ValueError("fast_step needs " + "; ".join(unsupported))
 
     def denoising(self) -> DenoisingConfig:

@@ -31,8 +31,8 @@ class FixedShapeSet:
     gathered there from a tensor of structure indices, with no copy from the host and the same shapes at every step.
     Where structures have fewer atoms than the largest, the free slots hold padding atoms, far from everything
     (`PAD_MARGIN`) and False in the batch's `atom_mask`: they add no energy, enter no loss and never move
-    (`AniDSModel`). Labels (energy, forces) and a frozen generator's `noise_cache` travel along where every structure
-    has them. The graph is complete (molecules) or, with a `cutoff`, each structure's neighbour lists at cutoff + skin
+    (`AniDSModel`). Labels (energy, forces, stress) and a frozen generator's `noise_cache` travel along where every
+    structure has them. The graph is complete (molecules) or, with a `cutoff`, each structure's neighbour lists at cutoff + skin
     (`NeighbourLists`: periodic cells, big molecules); `for_model` chooses."""
     def __init__(self, structures, device="cpu", dtype: torch.dtype = torch.float32,
                  cutoff: float|None = None,   # None: complete graphs (molecules only); else neighbour lists at this cutoff + skin
@@ -67,6 +67,8 @@ class FixedShapeSet:
         self.forces = pad("forces", 0.0).to(device, dtype) if has("forces") else None  # [S, A, 3] or None
         self.energy = (torch.stack([s.energy.reshape(()) for s in structures]).to(device, torch.float64)
                        if has("energy") else None)                                    # [S] or None
+        self.stress = (torch.stack([s.stress.reshape(3, 3) for s in structures]).to(device, dtype)
+                       if has("stress") else None)                                    # [S, 3, 3] or None (eV/A^3)
         self.noise_cache = None if cache is None else cache.to(device, dtype)          # [S, A, 11] or None
         self.cell = self.pbc = None
         if periodic:   # cell and pbc of every structure (zeros / False for a molecule among cells)
@@ -98,6 +100,7 @@ class FixedShapeSet:
         return SimpleNamespace(z=take(self.z), pos=pos, num_graphs=B, batch=self._layout[B],
                                atom_mask=take(self.mask) if self.padded else None, forces=take(self.forces),
                                energy=None if self.energy is None else self.energy[index], noise_cache=take(self.noise_cache),
+                               stress=None if self.stress is None else self.stress[index],
                                cell=None if self.cell is None else self.cell[index],
                                pbc=None if self.pbc is None else self.pbc[index], graph=self.graph(index, pos))
 

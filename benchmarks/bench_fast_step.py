@@ -215,10 +215,12 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
         plain = Batch.from_data_list([frames[int(k)] for k in index]).to(device)
         padded = fs.batch(index.to(device))
         real, graph = padded.atom_mask, padded.graph
-        p0, p1 = model.predict(plain), model.predict(padded, graph=graph)
+        stress = padded.cell is not None and model.predicts_stress and module.cfg.lambda_stress + module.cfg.lambda_stress_iso + module.cfg.lambda_stress_aniso > 0
+        p0, p1 = model.predict(plain, compute_stress=stress), model.predict(padded, graph=graph, compute_stress=stress)
         out = {"check": "padded: clean prediction and Sigma_i of the real atoms",
                "energy_rel_diff": float((p0.energy - p1.energy).detach().norm() / p0.energy.detach().norm()),
                "force_rel_diff": float((p0.forces - p1.forces[real]).detach().norm() / p0.forces.detach().norm())}
+        if stress: out["stress_rel_diff"] = float((p0.stress - p1.stress).detach().norm() / p0.stress.detach().norm())
         if model.generator.learned:
             with torch.no_grad():
                 c0, c1 = model.covariance(plain), model.covariance(padded, graph)

@@ -41,7 +41,7 @@ from torch_geometric.loader import DataLoader   # noqa: E402
 from anids.data import datasets as D   # noqa: E402
 from anids.train import make_config, prepare_training   # noqa: E402
 from anids.train.module import LR_SCHEDULES, _TrainableAveragedModel   # noqa: E402
-from anids.train.fast import FixedShapeSet, FastStep, SizeBuckets, StructureIndices   # noqa: E402
+from anids.train.fast import FixedShapeSet, FastStep, SizeBuckets, StructureIndices, list_builder   # noqa: E402
 from anids.method.model import DenoisingConfig   # noqa: E402
 from anids.method.losses import LossWeights   # noqa: E402
 from anids.nn.fixed_shapes import sync_free   # noqa: E402
@@ -89,12 +89,16 @@ def gpu_info(device) -> dict:
 class Groups:
     """The training structures as fixed-shape sets: one set of all of them, or one per size group (`--size-buckets`,
     anids.train.fast.SizeBuckets, as `fit` with TrainConfig.size_buckets draws them)."""
-    def __init__(self, train, module, cfg, device, buckets: int):
+    def __init__(self, train, module, cfg, device, buckets: int, streamed: bool = False):
         self.frames, self.B, self.device = train, cfg.batch_size, device
         self.buckets = SizeBuckets([int(s.z.shape[0]) for s in train], cfg.batch_size, buckets) if buckets > 1 else None
-        self.indices = StructureIndices(train, self.buckets)
+        groups = StructureIndices(train, self.buckets).groups()
+        # streamed neighbour lists: each batch's built on the host in the loop (as a loader without workers would)
+        builders = [list_builder(g, module.model, cfg.neighbour_skin) for g in groups] if streamed else None
+        self.indices = StructureIndices(train, self.buckets, builders)
         dtype = next(module.model.parameters()).dtype
-        self.sets = [FixedShapeSet.for_model(g, module.model, device, dtype, skin=cfg.neighbour_skin) for g in self.indices.groups()]
+        self.sets = [FixedShapeSet.for_model(g, module.model, device, dtype, skin=cfg.neighbour_skin, builder=b)
+                     for g, b in zip(groups, builders or [None] * len(groups))]
         self.steps_per_epoch = len(self.buckets) if self.buckets else len(train) // cfg.batch_size
 
     def eager_batches(self, generator):
@@ -104,9 +108,11 @@ class Groups:
         return iter(DataLoader(self.frames, batch_sampler=self.buckets))
 
     def fixed_batches(self):
-        "One epoch of (group, indices on the device)."
-        if self.buckets is None: return ((0, index) for index in self.sets[0].epoch(self.B))
-        return ((g, local.to(self.device)) for g, local in map(self.indices.collate, self.buckets))
+        "One epoch of (group, indices on the device[, the batch's streamed lists])."
+        if self.buckets is None:
+            batches = (self.indices.collate(index.tolist()) for index in self.sets[0].epoch(self.B))
+        else: batches = map(self.indices.collate, self.buckets)
+        return ((b[0], b[1].to(self.device), *b[2:]) for b in batches)
 
     def describe(self) -> list[dict]:
         "Each set's shape: atom slots, padding, its graph."
@@ -150,9 +156,9 @@ class Path_:
             self.opt.zero_grad(set_to_none=True)
             total.backward(inputs=self.params)
         else:
-            group, index = index
+            group, index, *lists = index
             self.fast[group].set_lambda_denoise(self.lambda_denoise())
-            total, _ = self.fast[group](index)
+            total, _ = self.fast[group](index, lists[0] if lists else None)
         if self.cfg.grad_clip: torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.opt.step()
         self.sched.step()
@@ -203,6 +209,11 @@ def epoch_seconds(path, groups, device, epochs) -> dict:
     return {"s_per_epoch": statistics.median(per_epoch), "epochs_timed": epochs, "all_s": per_epoch}
 
 
+def streamed_lists(fs, index):
+    "The lists of the batch `index` where the set streams them (built on the host), else None."
+    return fs.lists.builder.build(index.tolist()) if fs.lists is not None and fs.lists.streamed else None
+
+
 def check_fixed_against_eager(module, frames, fs, device) -> dict:
     """Loss and gradients of one step, eager (radius graphs) and fixed (complete graph, sync_free), same draws (p = 1).
     A padded set draws noise for its padding atoms too, so its draws cannot be the eager step's: there the check is the
@@ -211,6 +222,7 @@ def check_fixed_against_eager(module, frames, fs, device) -> dict:
     stochastic depth (EquiformerV2's presets) would draw different random numbers in the two steps."""
     model = copy.deepcopy(module.model).to(device).eval().set_edge_chunk_size(None)
     index = torch.arange(module.cfg.batch_size)
+    if streamed_lists(fs, index) is not None: fs.lists.load(streamed_lists(fs, index))
     if fs.padded:
         plain = Batch.from_data_list([frames[int(k)] for k in index]).to(device)
         padded = fs.batch(index.to(device))
@@ -258,9 +270,10 @@ def check_captured(module, fs, device, with_noise: bool) -> dict:
     for capture in (True, False):
         step = FastStep(model, fs, len(index), cfg, module.base_weights, params, capture=capture)
         if capture:
+            if streamed_lists(fs, index) is not None: fs.lists.load(streamed_lists(fs, index))
             step.index.copy_(index); step.record()    # its warm-up draws random numbers: record before seeding
         torch.cuda.manual_seed(7)
-        total, _ = step(index)
+        total, _ = step(index, streamed_lists(fs, index))
         sync(device)
         g = torch.cat([(p.grad if p.grad is not None else torch.zeros_like(p)).flatten() for p in params])
         out.append((total.double().clone(), g.double().clone()))
@@ -324,6 +337,8 @@ def main(argv=None):
     ap.add_argument("--size-buckets", type=int, default=1,
                     help="draw each batch from one of this many groups of structures of similar size, one fixed-shape set and "
                          "step per group (TrainConfig.size_buckets; default 1: one set padded to the largest structure)")
+    ap.add_argument("--neighbour-lists", choices=("stored", "streamed"), default="stored",
+                    help="periodic cells: lists stored on the device, or each batch's built on the host and loaded (TrainConfig.neighbour_lists)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check the fixed step against the eager one (and the captured pass on CUDA); no timings")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_fast_step_<device>.json)")
@@ -344,7 +359,8 @@ def main(argv=None):
     dest = a.out or Path("results") / f"bench_fast_step_{device.type}.json"
     # the side-by-side ratios first (eager ms per step / fast ms per step, the same run and device): they carry over
     # between machines better than the absolute times
-    name = f"bench_fast_step {a.recipe}" + (f", {a.size_buckets} size buckets" if a.size_buckets > 1 else "") + (", checks" if a.check_only else "")
+    name = (f"bench_fast_step {a.recipe}" + (f", {a.size_buckets} size buckets" if a.size_buckets > 1 else "")
+            + (", streamed lists" if a.neighbour_lists == "streamed" else "") + (", checks" if a.check_only else ""))
     out = {"benchmark": name, "ratios": {}, "recipe": a.recipe, "data": str(a.train or (f"made-up {a.recipe} cells" if a.recipe in PERIODIC_RECIPES else f"bundled {a.molecule}")),
            "n_structures": len(frames), "device": gpu_info(device), "runs": {}, "environment_before": before}
     for method in a.methods:
@@ -354,7 +370,7 @@ def main(argv=None):
         pre = a.pretrained if (a.pretrained and method != "none" and cfg.scheme != "pretrain") else None
         torch.manual_seed(0)
         module, cfg, train, info = prepare_training(frames, cfg, pre)
-        groups = Groups(train, module, cfg, device, a.size_buckets)
+        groups = Groups(train, module, cfg, device, a.size_buckets, a.neighbour_lists == "streamed")
         spe, fs = groups.steps_per_epoch, groups.sets[0]
         run = {"method": method, "scheme": cfg.scheme, "pretrained": str(pre), "train_generator": module.noise_cfg.train_generator,
                "batch_size": cfg.batch_size, "steps_per_epoch": spe, "recipe_epochs": cfg.epochs, "size_buckets": a.size_buckets}

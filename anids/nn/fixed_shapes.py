@@ -9,9 +9,9 @@ import torch
 from .graphs import Graph, radius_graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
-__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'NeighbourLists',
-           'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3', 'solve_lower_transposed_3x3', 'det_3x3',
-           'inverse_lower_3x3']
+__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'ListBuilder',
+           'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3',
+           'solve_lower_transposed_3x3', 'det_3x3', 'inverse_lower_3x3']
 
 # %% ../../nbs/nn/08_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -89,74 +89,138 @@ def complete_graph(num_structures: int,          # B structures, stored one afte
 FAR_EDGE = 1000.0
 "A (Angstrom): the length of the padding edges of `NeighbourLists` (an atom to its own image this far away), beyond every cutoff."
 
-class NeighbourLists:
-    """Every pair closer than `cutoff + skin` in each of S structures (periodic images included), found once on the
-    host at the structures' positions: the graph of a batch is a gather (`graph`), E edges per structure (E: the
-    longest list; the rest padding edges). It holds every pair closer than `cutoff` while no atom is farther than
-    skin / 2 from these positions (`check_within_skin`). The lists are stored one after the other without padding, an
-    edge in 14 bytes (centre and neighbour as int32 within the structure, the periodic image as three int16 multiples
-    of the cell vectors), so that the lists of a large dataset fit on a GPU (`nbytes`)."""
+class ListBuilder:
+    """The host's side of `NeighbourLists`, which can travel to DataLoader workers: each structure's pairs closer than
+    `cutoff + skin` (periodic images included; vesin) at its clean positions. Built once to count them (`counts`, E =
+    `edges`, the longest list; `keep=True` keeps the lists, else they are dropped), and again for the structures of
+    one batch at a time (`build`) when the lists are streamed."""
     def __init__(self, structures,               # each with `pos` [n, 3] and, for a periodic cell, `cell` [3, 3] and `pbc` [3]
-                 cutoff: float,                   # the largest cutoff of the networks that read the graph (A)
-                 skin: float = 1.0,               # extra radius (A): the lists hold while every atom stays within skin / 2
-                 device=None, dtype: torch.dtype = torch.float32):   # of the shifts a batch's graph holds
+                 cutoff: float, skin: float = 1.0, keep: bool = False):
         structures = list(structures)
         if not structures: raise ValueError("no structures")
         if not cutoff > 0: raise ValueError(f"cutoff must be positive, got {cutoff}")
         if not skin >= 0: raise ValueError(f"skin must be >= 0, got {skin}")
         if cutoff + skin >= FAR_EDGE: raise ValueError(f"cutoff + skin must stay below FAR_EDGE ({FAR_EDGE} A), got {cutoff + skin}")
-        nl = NeighborList(cutoff=float(cutoff + skin), full_list=True)
-        centres, neighbours, images, cells, degrees = [], [], [], [], []
-        for k, s in enumerate(structures):
+        self.cutoff, self.skin = float(cutoff), float(skin)
+        self.pos, self.cells, self.pbc = [], [], []   # float64 on the host; pbc None for a molecule
+        for s in structures:
             cell, pbc = getattr(s, "cell", None), getattr(s, "pbc", None)
             periodic = pbc is not None and bool(torch.as_tensor(pbc).any())
-            box = torch.as_tensor(cell).reshape(3, 3).to(torch.float64) if periodic else torch.zeros(3, 3, dtype=torch.float64)
-            try:
-                i, j, S = structure_pairs(s.pos.detach().to("cpu", torch.float64), box,
-                                          torch.as_tensor(pbc).reshape(3).bool() if periodic else None, nl)
-            except ValueError as e: raise ValueError(f"structure {k}: {e}") from None
-            if S.numel() and int(S.abs().max()) > torch.iinfo(torch.int16).max:
-                raise ValueError(f"structure {k} has neighbours {int(S.abs().max())} cells away: its cell is too small for this cutoff")
-            centres.append(i); neighbours.append(j); images.append(S); cells.append(box)
+            self.pos.append(s.pos.detach().to("cpu", torch.float64))
+            self.cells.append(torch.as_tensor(cell).reshape(3, 3).to(torch.float64) if periodic else torch.zeros(3, 3, dtype=torch.float64))
+            self.pbc.append(torch.as_tensor(pbc).reshape(3).bool() if periodic else None)
+        lists, counts, degrees = [], [], []
+        for k in range(len(structures)):
+            i, j, S = self.pairs(k)
+            counts.append(len(i))
             if len(i): degrees.append(int(torch.bincount(i).max()))
-        counts = torch.tensor([len(i) for i in centres])
-        start = torch.cumsum(counts, 0) - counts
-        self.cutoff, self.skin, self.dtype = float(cutoff), float(skin), dtype
-        self.edges = max(int(counts.max()), 1)      # E: edges of each structure in a batch's graph
-        self.counts = counts                         # [S] real edges of each structure (host)
+            if keep: lists.append((i, j, S))
+        self.counts = torch.tensor(counts)           # [S] real edges of each structure
+        self.edges = max(max(counts), 1)             # E: edges of each structure in a batch's graph
         self.max_degree = max(degrees, default=0)    # the most candidate neighbours of any atom
+        self.lists = lists if keep else None         # [(i, j, S)] of every structure, where kept
+
+    def __len__(self) -> int: return len(self.pos)
+
+    def pairs(self, k: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        "(centre i, neighbour j, image S) of structure k's pairs within cutoff + skin (`structure_pairs`)."
+        try:
+            i, j, S = structure_pairs(self.pos[k], self.cells[k], self.pbc[k], NeighborList(cutoff=self.cutoff + self.skin, full_list=True))
+        except ValueError as e: raise ValueError(f"structure {k}: {e}") from None
+        if S.numel() and int(S.abs().max()) > torch.iinfo(torch.int16).max:
+            raise ValueError(f"structure {k} has neighbours {int(S.abs().max())} cells away: its cell is too small for this cutoff")
+        return i, j, S
+
+    def build(self, index) -> tuple[torch.Tensor, ...]:
+        """The lists of the structures `index` (B ints), padded to E: centre [B, E] int32, neighbour [B, E] int32,
+        image [B, E, 3] int16 and the real edges of each [B] long, on the host (for `NeighbourLists.load`)."""
+        index = [int(k) for k in index]
+        B, E = len(index), self.edges
+        centre, neighbour = torch.zeros(B, E, dtype=torch.int32), torch.zeros(B, E, dtype=torch.int32)
+        image, counts = torch.zeros(B, E, 3, dtype=torch.int16), torch.zeros(B, dtype=torch.long)
+        for b, k in enumerate(index):
+            i, j, S = self.pairs(k)
+            e = len(i)
+            if e > E: raise ValueError(f"structure {k} has {e} pairs within {self.cutoff + self.skin} A, more than the {E} counted")
+            centre[b, :e], neighbour[b, :e], image[b, :e], counts[b] = i, j, S, e
+        return centre, neighbour, image, counts
+
+class NeighbourLists:
+    """Every pair closer than `cutoff + skin` in each of S structures (periodic images included), found on the host at
+    the structures' positions (`ListBuilder`): the graph of a batch (`graph`) has E edges per structure (E: the longest
+    list; the rest padding edges). It holds every pair closer than `cutoff` while no atom is farther than skin / 2 from
+    these positions (`check_within_skin`). Stored (default), the lists lie on the device one after the other without
+    padding, an edge in 14 bytes (centre and neighbour as int32 within the structure, the periodic image as three int16
+    multiples of the cell vectors), and a batch's graph is a gather. Streamed (`streamed=True`, for datasets whose
+    lists would not fit), only the count is kept: each batch's lists are built on the host (`builder.build`, in a
+    DataLoader worker) and copied into fixed buffers (`load`) before the step reads them; the graph is the same."""
+    def __init__(self, structures,               # each with `pos` [n, 3] and, for a periodic cell, `cell` [3, 3] and `pbc` [3]
+                 cutoff: float,                   # the largest cutoff of the networks that read the graph (A)
+                 skin: float = 1.0,               # extra radius (A): the lists hold while every atom stays within skin / 2
+                 device=None, dtype: torch.dtype = torch.float32,   # of the shifts a batch's graph holds
+                 streamed: bool = False,          # build each batch's lists on the host (load) instead of storing them all
+                 builder: ListBuilder|None = None):   # the host's lists of these structures, if made already
+        if builder is None: builder = ListBuilder(structures, cutoff, skin, keep=not streamed)
+        elif (builder.cutoff, builder.skin, len(builder)) != (float(cutoff), float(skin), len(list(structures))):
+            raise ValueError(f"the builder is for {len(builder)} structures at {builder.cutoff} + {builder.skin} A, not these")
+        if not streamed and builder.lists is None: raise ValueError("stored lists need a builder that kept them (keep=True)")
+        self.builder, self.streamed = builder, bool(streamed)
+        self.cutoff, self.skin, self.dtype = float(cutoff), float(skin), dtype
+        self.edges, self.counts, self.max_degree = builder.edges, builder.counts, builder.max_degree
+        self.cell = torch.stack(builder.cells).to(device)            # [S, 3, 3] float64 (zeros for a molecule)
+        self._slots = torch.arange(self.edges, device=self.cell.device)
+        self._offsets, self._buffers = {}, {}
+        if streamed: return
+        counts = self.counts
+        start = torch.cumsum(counts, 0) - counts
         # one entry more than the edges: an index that every padding slot may read (there may be no edge at all)
         pad = lambda parts, shape, kind: torch.cat(parts + [torch.zeros(shape, dtype=torch.long)]).to(device, kind)
-        self.centre = pad(centres, (1,), torch.int32)                 # [T + 1] i within its structure
-        self.neighbour = pad(neighbours, (1,), torch.int32)           # [T + 1] j within its structure
-        self.image = pad(images, (1, 3), torch.int16)                 # [T + 1, 3] j's image, in cell vectors
-        self.start, self._counts = start.to(device), counts.to(device)   # [S] where each structure's edges begin; how many
-        self.cell = torch.stack(cells).to(device)                     # [S, 3, 3] float64 (zeros for a molecule)
-        self._slots = torch.arange(self.edges, device=self.start.device)
-        self._offsets = {}
+        self.centre = pad([i for i, _, _ in builder.lists], (1,), torch.int32)       # [T + 1] i within its structure
+        self.neighbour = pad([j for _, j, _ in builder.lists], (1,), torch.int32)    # [T + 1] j within its structure
+        self.image = pad([S for _, _, S in builder.lists], (1, 3), torch.int16)      # [T + 1, 3] j's image, in cell vectors
+        self.start, self._counts = start.to(device), counts.to(device)  # [S] where each structure's edges begin; how many
+        builder.lists = None   # on the device now
 
-    def __len__(self) -> int: return self.start.shape[0]
+    def __len__(self) -> int: return self.cell.shape[0]
 
     @property
     def nbytes(self) -> int:
-        "Bytes the lists take on their device."
-        return sum(t.numel() * t.element_size() for t in (self.centre, self.neighbour, self.image, self.start, self._counts, self.cell))
+        "Bytes the lists take on their device (streamed: the cells and the buffers of the batches loaded so far)."
+        kept = [self.cell] + ([] if self.streamed else [self.centre, self.neighbour, self.image, self.start, self._counts])
+        return sum(t.numel() * t.element_size() for t in kept + [b for bufs in self._buffers.values() for b in bufs])
+
+    def load(self, built: tuple[torch.Tensor, ...]) -> None:
+        """Streamed lists: put a batch's lists (`ListBuilder.build`) into the buffers its graph reads (made at the first
+        batch of each size, then overwritten in place: a CUDA graph that read them reads the new batch)."""
+        if not self.streamed: raise ValueError("these lists are stored: there is nothing to load")
+        B = built[-1].shape[0]
+        if built[0].shape != (B, self.edges): raise ValueError(f"the lists have shape {tuple(built[0].shape)}, not ({B}, {self.edges})")
+        if B not in self._buffers: self._buffers[B] = [t.to(self.cell.device).clone() for t in built]
+        else:
+            for buf, t in zip(self._buffers[B], built): buf.copy_(t, non_blocking=True)
 
     def graph(self, index: torch.Tensor,        # [B] long: the batch's structures, on the lists' device
               atoms_per_structure: int,         # atom slots of each structure in the batch (structure b: rows b n .. b n + n - 1)
               reference: torch.Tensor,          # [B n, 3] the batch's positions at which the lists were built
              ) -> Graph:
-        """The batch's graph: E edges per structure, B E in all, gathered without reading a value on the host; padding
-        edges join the structure's first atom to its own image FAR_EDGE away. It carries `reference` and the skin."""
+        """The batch's graph: E edges per structure, B E in all, without reading a value on the host (stored: gathered;
+        streamed: from the batch's `load`); padding edges join the structure's first atom to its own image FAR_EDGE
+        away. It carries `reference` and the skin."""
         B, n = index.shape[0], atoms_per_structure
         if (B, n) not in self._offsets:
-            self._offsets[(B, n)] = (torch.arange(B, device=self.start.device) * n)[:, None]
-        real = self._slots[None, :] < self._counts[index][:, None]                    # [B, E]
-        flat = torch.where(real, self.start[index][:, None] + self._slots, self.centre.shape[0] - 1)
-        atom = lambda t: torch.where(real, t[flat].long(), 0) + self._offsets[(B, n)]
-        edge_index = torch.stack([atom(self.neighbour), atom(self.centre)]).reshape(2, B * self.edges)
+            self._offsets[(B, n)] = (torch.arange(B, device=self.cell.device) * n)[:, None]
+        if self.streamed:
+            if B not in self._buffers: raise ValueError(f"streamed lists: load the lists of a batch of {B} first (NeighbourLists.load)")
+            centre, neighbour, image, counts = self._buffers[B]
+            real = self._slots[None, :] < counts[:, None]                                     # [B, E]
+        else:
+            real = self._slots[None, :] < self._counts[index][:, None]                        # [B, E]
+            flat = torch.where(real, self.start[index][:, None] + self._slots, self.centre.shape[0] - 1)
+            centre, neighbour, image = self.centre[flat], self.neighbour[flat], self.image[flat]
+        atom = lambda t: torch.where(real, t.long(), 0) + self._offsets[(B, n)]
+        edge_index = torch.stack([atom(neighbour), atom(centre)]).reshape(2, B * self.edges)
         # the image's offset in float64, as the radius graph computes it, then in the positions' dtype
-        shift = (self.image[flat].to(torch.float64) @ self.cell[index]).to(self.dtype)   # [B, E, 3]
+        shift = (image.to(torch.float64) @ self.cell[index]).to(self.dtype)   # [B, E, 3]
         far = torch.zeros(3, dtype=self.dtype, device=shift.device)
         far[0] = FAR_EDGE
         shift = torch.where(real[..., None], shift, far)

@@ -66,6 +66,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
     threads: int = 0                 # torch threads on CPU (0: leave as is)
     fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; molecules on complete graphs, periodic cells on neighbour lists with a skin (neighbour_skin), different sizes padded; needs one device, Algorithm 2's view or Algorithm 1; a KL-only warm-up reads KL on the host once per step while it lasts, as the eager one; psi's per-step statistics are not logged
     neighbour_skin: float = 1.0      # fast_step on periodic cells: the neighbour lists hold the pairs within cutoff + skin (A) of the clean structures, valid while no atom moves skin / 2 (checked: the run stops otherwise)
+    neighbour_lists: str = "stored"  # fast_step on periodic cells: stored (every structure's lists on the device, 14 bytes an edge) | streamed (each batch's lists built on the host by the training loader, in its workers, and copied in: for datasets whose lists would not fit on the device)
+    loader_workers: int = 0          # worker processes of the training loader (0: the main process); streamed neighbour lists are built there, beside the steps
     size_buckets: int = 1            # > 1: each batch is drawn from one of this many groups of structures of similar size (anids.train.fast.SizeBuckets), so fast_step pads only to the largest of the group; whole batches only, eager or fast
     eval_batch_size: int = 32        # structures per batch when validating and testing
     check_val_every_n_epoch: int = 1 # validate every this many epochs
@@ -87,10 +89,14 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if not 0 <= self.min_lr_ratio <= 1: raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
         if not 0 <= self.ema_decay < 1: raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
         at_least = dict(weight_decay=0, warmup_epochs=0, grad_clip=0, max_steps=0, threads=0, kl_warmup_threshold=0, neighbour_skin=0,
-                        size_buckets=1, eval_batch_size=1, check_val_every_n_epoch=1, num_nodes=1)
+                        size_buckets=1, loader_workers=0, eval_batch_size=1, check_val_every_n_epoch=1, num_nodes=1)
         low = [f"{k} >= {v} (got {getattr(self, k)})" for k, v in at_least.items() if getattr(self, k) < v]
         if self.devices < 1 and self.devices != -1: low.append(f"devices >= 1 or -1 for all (got {self.devices})")
         if low: raise ValueError("need " + ", ".join(low))
+        if self.neighbour_lists not in ("stored", "streamed"):
+            raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
+        if self.neighbour_lists == "streamed" and not self.fast_step:
+            raise ValueError("neighbour_lists='streamed' is how fast_step keeps its lists: set fast_step=True (the eager step finds them at every step)")
         if self.size_buckets > 1 and (self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"):
             raise ValueError("size_buckets > 1 draws its own batches on one device: set devices=1 (or size_buckets=1 for DDP)")
         # names are checked here, before a run folder is made or any data is read

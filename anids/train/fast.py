@@ -7,12 +7,13 @@ from dataclasses import replace
 from types import SimpleNamespace
 import torch
 from ..nn.graphs import Graph
-from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks, NeighbourLists
+from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks, NeighbourLists, ListBuilder
 from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
 # %% auto #0
-__all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices', 'check_fixed_graph', 'FastStep']
+__all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'lists_cutoff', 'list_builder', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices',
+           'check_lists', 'check_fixed_graph', 'FastStep']
 
 # %% ../../nbs/train/06_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -26,6 +27,16 @@ def _networks(model: AniDSModel) -> list[tuple[str, torch.nn.Module]]:
     "The networks that read a graph: the denoiser, and psi's encoder where psi is learned."
     return [("denoiser", model.denoiser)] + ([("generator's encoder", model.generator.encoder)] if model.generator.learned else [])
 
+def lists_cutoff(structures, model: AniDSModel) -> float|None:
+    "The cutoff of the neighbour lists `model` trains on: its networks' largest where a structure is periodic, else None (complete graphs)."
+    return max(net.cutoff for _, net in _networks(model)) if _periodic(structures) else None
+
+def list_builder(structures, model: AniDSModel, skin: float = 1.0) -> ListBuilder:
+    "The host side of streamed neighbour lists for `model` on these (periodic) structures, to build each batch's lists in a loader."
+    cutoff = lists_cutoff(structures, model)
+    if cutoff is None: raise ValueError("streamed neighbour lists are for periodic structures; these have none (molecules train on complete graphs)")
+    return ListBuilder(structures, cutoff, skin)
+
 class FixedShapeSet:
     """Structures stacked once on a device, each padded to the same number of atom slots: a batch, and its graph, are
     gathered there from a tensor of structure indices, with no copy from the host and the same shapes at every step.
@@ -36,7 +47,9 @@ class FixedShapeSet:
     (`NeighbourLists`: periodic cells, big molecules); `for_model` chooses."""
     def __init__(self, structures, device="cpu", dtype: torch.dtype = torch.float32,
                  cutoff: float|None = None,   # None: complete graphs (molecules only); else neighbour lists at this cutoff + skin
-                 skin: float = 1.0):          # of the neighbour lists (A): they hold while every atom stays within skin / 2
+                 skin: float = 1.0,           # of the neighbour lists (A): they hold while every atom stays within skin / 2
+                 streamed: bool = False,      # neighbour lists built per batch on the host (NeighbourLists(streamed=True))
+                 builder: ListBuilder|None = None):   # the host's lists of these structures, if made already
         structures = list(structures)
         if not structures: raise ValueError("no structures")
         periodic = _periodic(structures)
@@ -76,16 +89,19 @@ class FixedShapeSet:
                                      else torch.as_tensor(s.cell).reshape(3, 3).double() for s in structures]).to(device, dtype)
             self.pbc = torch.stack([torch.zeros(3, dtype=torch.bool) if getattr(s, "pbc", None) is None
                                     else torch.as_tensor(s.pbc).reshape(3).bool() for s in structures]).to(device)
-        self.lists = None if cutoff is None else NeighbourLists(structures, cutoff, skin, device, dtype)
+        if streamed and cutoff is None: raise ValueError("streamed neighbour lists need a cutoff (periodic structures)")
+        self.lists = None if cutoff is None else NeighbourLists(structures, cutoff, skin, device, dtype, streamed, builder)
         self.device, self.dtype, self._layout, self._complete = self.pos.device, dtype, {}, {}
 
     @classmethod
-    def for_model(cls, structures, model: AniDSModel, device="cpu", dtype: torch.dtype = torch.float32, skin: float = 1.0):
+    def for_model(cls, structures, model: AniDSModel, device="cpu", dtype: torch.dtype = torch.float32, skin: float = 1.0,
+                  builder: ListBuilder|None = None):   # streamed neighbour lists: their host side (`list_builder`)
         """The set `model` trains on: complete graphs for molecules; neighbour lists at the largest cutoff of its networks
-        plus `skin` where a structure is periodic."""
+        plus `skin` where a structure is periodic, stored on the device, or streamed with a `builder`."""
         structures = list(structures)
-        cutoff = max(net.cutoff for _, net in _networks(model)) if _periodic(structures) else None
-        return cls(structures, device, dtype, cutoff=cutoff, skin=skin)
+        cutoff = lists_cutoff(structures, model)
+        if builder is not None and cutoff is None: raise ValueError("streamed neighbour lists are for periodic structures; these have none")
+        return cls(structures, device, dtype, cutoff=cutoff, skin=skin, streamed=builder is not None, builder=builder)
 
     def __len__(self) -> int: return self.pos.shape[0]
 
@@ -166,11 +182,15 @@ class StructureIndices(torch.utils.data.Dataset):
     """The indices 0..n-1 of `structures`: what the loader of a `fast_step` run draws in batches (TrainConfig.fast_step).
     The structures ride along for `AniDSModule`, which stacks them on its device once (`FixedShapeSet`, one per size
     group of `buckets`); held here, not by the module, they stay out of the copies of the module that the weight
-    average makes. `collate` turns a batch of indices into (group, indices within the group)."""
-    def __init__(self, structures, buckets: SizeBuckets|None = None):   # None: one group, all structures
-        self.structures, self.buckets = list(structures), buckets
+    average makes. `collate` turns a batch of indices into (group, indices within the group), and with streamed
+    neighbour lists (`builders`, one `ListBuilder` per group) also builds the batch's lists, in the loader's workers."""
+    def __init__(self, structures, buckets: SizeBuckets|None = None,   # None: one group, all structures
+                 builders: list[ListBuilder]|None = None):                  # streamed neighbour lists: one per group
+        self.structures, self.buckets, self.builders = list(structures), buckets, builders
         if buckets is not None and len(buckets.bucket_of) != len(self.structures):
             raise ValueError(f"the size buckets cover {len(buckets.bucket_of)} structures, not {len(self.structures)}")
+        if builders is not None and [len(b) for b in builders] != [len(g) for g in self.groups()]:
+            raise ValueError(f"the list builders cover {[len(b) for b in builders]} structures, the groups {[len(g) for g in self.groups()]}")
     def __len__(self) -> int: return len(self.structures)
     def __getitem__(self, k: int) -> int: return k
 
@@ -179,16 +199,29 @@ class StructureIndices(torch.utils.data.Dataset):
         if self.buckets is None: return [self.structures]
         return [[self.structures[k] for k in m.tolist()] for m in self.buckets.members]
 
-    def collate(self, ks: list[int]) -> tuple[int, torch.Tensor]:
-        "(group, [B] long indices within it) of a batch of structure indices, which must share a group (`SizeBuckets`)."
+    def collate(self, ks: list[int]) -> tuple:
+        """(group, [B] long indices within it) of a batch of structure indices, which must share a group (`SizeBuckets`);
+        with streamed lists also the batch's lists (`ListBuilder.build`) as a third item."""
         ks = torch.as_tensor(ks, dtype=torch.long)
-        if self.buckets is None: return 0, ks
-        group = self.buckets.bucket_of[ks]
-        if not bool((group == group[0]).all()):
-            raise ValueError("a batch mixes size groups: draw the batches with the SizeBuckets sampler (batch_sampler=)")
-        return int(group[0]), self.buckets.local[ks]
+        group, local = 0, ks
+        if self.buckets is not None:
+            groups = self.buckets.bucket_of[ks]
+            if not bool((groups == groups[0]).all()):
+                raise ValueError("a batch mixes size groups: draw the batches with the SizeBuckets sampler (batch_sampler=)")
+            group, local = int(groups[0]), self.buckets.local[ks]
+        if self.builders is None: return group, local
+        return group, local, self.builders[group].build(local.tolist())
 
 # %% ../../nbs/train/06_fast.ipynb #5e81db0a
+def check_lists(model: AniDSModel, cutoff: float) -> None:
+    "ValueError unless neighbour lists at `cutoff` (plus a skin) give `model` its radius graphs' result (see `check_fixed_graph`)."
+    for name, net in _networks(model):
+        if net.cutoff > cutoff:
+            raise ValueError(f"the {name}'s cutoff {net.cutoff} A exceeds the neighbour lists' {cutoff} A")
+        if not net.edges_beyond_cutoff_vanish:
+            raise ValueError(f"the {name} ({type(net).__name__}) weighs edges beyond its cutoff, and neighbour lists "
+                             "with a skin hold such edges (PaiNN, GeoMFormer and EquiformerV2 ignore them)")
+
 def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.5) -> None:
     """ValueError unless the set's fixed graphs give `model` its radius graphs' result on `data`. Neighbour lists: they
     reach every network's cutoff, which ignores the edges beyond it. A complete graph: each network's backbone ignores
@@ -196,14 +229,7 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
     closer than its cutoff by `margin` (A, room for the noise); padding atoms lie beyond every cutoff. A max-neighbour
     rule is applied on either graph by the model (`fixed_nearest_neighbors`)."""
     nets = _networks(model)
-    if data.lists is not None:
-        for name, net in nets:
-            if net.cutoff > data.lists.cutoff:
-                raise ValueError(f"the {name}'s cutoff {net.cutoff} A exceeds the neighbour lists' {data.lists.cutoff} A")
-            if not net.edges_beyond_cutoff_vanish:
-                raise ValueError(f"the {name} ({type(net).__name__}) weighs edges beyond its cutoff, and neighbour lists "
-                                 "with a skin hold such edges (PaiNN, GeoMFormer and EquiformerV2 ignore them)")
-        return
+    if data.lists is not None: return check_lists(model, data.lists.cutoff)
     far = None
     for name, net in nets:
         if data.padded and net.cutoff > PAD_MARGIN - margin:
@@ -272,9 +298,16 @@ class FastStep:
         self.checks.fold()
         return total.detach(), {k: v.detach() for k, v in terms.items()}
 
-    def __call__(self, index: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """Losses and gradients on the structures `index` ([batch_size] long, on the device); returns the loss and its
-        terms (device tensors: read them when you log, not at every step) and leaves the gradients in `p.grad`."""
+    def __call__(self, index: torch.Tensor,     # [batch_size] long, on the device
+                 lists: tuple|None = None,   # streamed neighbour lists: the batch's (ListBuilder.build), loaded before the pass
+                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """Losses and gradients on the structures `index`; returns the loss and its terms (device tensors: read them when
+        you log, not at every step) and leaves the gradients in `p.grad`."""
+        streamed = self.data.lists is not None and self.data.lists.streamed
+        if streamed != (lists is not None):
+            raise ValueError("the set's neighbour lists are streamed: give each batch's lists (ListBuilder.build)" if streamed
+                             else "the set's graphs are stored on the device: there are no lists to give")
+        if streamed: self.data.lists.load(lists)   # into the buffers a captured graph reads
         self.index.copy_(index)
         self.steps += 1
         if not self.capture:

@@ -19,13 +19,14 @@ from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units
-from .fast import FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_graph
+from .fast import (FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_graph, check_lists, lists_cutoff,
+                              list_builder)
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
 __all__ = ['RESUME_LOG_BACKUP', 'DIVERGED_FILE', 'force_rms', 'output_scale', 'elements_missing_from_training', 'make_out_dir',
-           'size_buckets', 'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes', 'run_callbacks',
-           'make_trainer', 'train_loop', 'score', 'fit']
+           'size_buckets', 'training_indices', 'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes',
+           'run_callbacks', 'make_trainer', 'train_loop', 'score', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -112,6 +113,14 @@ def size_buckets(train_set, config: TrainConfig) -> SizeBuckets|None:
     if config.size_buckets == 1: return None
     return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets)
 
+def training_indices(train_set, config: TrainConfig, model: AniDSModel) -> StructureIndices:
+    """What a fast_step run's loader draws: structure indices in their size groups and, with streamed neighbour lists,
+    the host side of each group's lists (`ListBuilder`), which builds every batch's in the loader."""
+    buckets = size_buckets(train_set, config)
+    if config.neighbour_lists != "streamed": return StructureIndices(train_set, buckets)
+    groups = StructureIndices(train_set, buckets).groups()
+    return StructureIndices(train_set, buckets, [list_builder(g, model, config.neighbour_skin) for g in groups])
+
 def _force_encoding_clamp(config: TrainConfig, train_set, scale: float) -> float|None:
     """A denoiser whose force encoding clamps long forces (PaiNN's `force_encoding_max`, in output-scale units) keeps
     its clamp at the same multiple of the training force RMS under another scale statistic: under `energy_std` an
@@ -158,7 +167,12 @@ def prepare_training(train_set, config: TrainConfig,
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
     if config.fast_step:
         for group in StructureIndices(train_set, buckets).groups():
-            check_fixed_graph(module.model, FixedShapeSet.for_model(group, module.model, skin=config.neighbour_skin))
+            cutoff = lists_cutoff(group, module.model)
+            if config.neighbour_lists == "streamed":   # the lists are built later, in the loader: only the model's side here
+                if cutoff is None: raise ValueError("neighbour_lists='streamed' is for periodic structures; these are molecules "
+                                                    "(complete graphs): use neighbour_lists='stored'")
+                check_lists(module.model, cutoff)
+            else: check_fixed_graph(module.model, FixedShapeSet.for_model(group, module.model, skin=config.neighbour_skin))
     if src is not None:
         keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
@@ -356,16 +370,17 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
                resume=None, log_version: int|None = None) -> None:
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
+    workers = dict(num_workers=config.loader_workers, persistent_workers=config.loader_workers > 0)
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
         # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
-        indices = StructureIndices(train_set, size_buckets(train_set, config))
+        indices = training_indices(train_set, config, module.model)
         batches = (dict(batch_sampler=indices.buckets) if indices.buckets is not None
                    else dict(batch_size=config.batch_size, shuffle=True, drop_last=True))
-        train = TorchDataLoader(indices, collate_fn=indices.collate, **batches)
+        train = TorchDataLoader(indices, collate_fn=indices.collate, **batches, **workers)
     else:
         buckets = size_buckets(train_set, config)
         batches = dict(batch_sampler=buckets) if buckets is not None else dict(batch_size=config.batch_size, shuffle=True)
-        train = DataLoader(list(train_set), **batches)
+        train = DataLoader(list(train_set), **batches, **workers)
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None

@@ -91,22 +91,24 @@ class AniDSModule(L.LightningModule):
         """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` of size group
         `group` (the loader yields `(group, index)` from `StructureIndices.collate`); Lightning clips and steps the
         optimiser as for the eager step (`backward` hands it the gradients)."""
-        group, index = batch
+        group, index, *lists = batch   # (group, index) or, with streamed neighbour lists, (group, index, lists)
+        lists = lists[0] if lists else None
         if self.fast is None:
             dataset = getattr(self.trainer.train_dataloader, "dataset", None)
             if not isinstance(dataset, StructureIndices):
                 raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
                                  f"{type(dataset).__name__}")
             dtype = next(self.model.parameters()).dtype
-            sets = [FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin)
-                    for structures in dataset.groups()]
+            builders = dataset.builders or [None] * len(dataset.groups())
+            sets = [FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin, builder=b)
+                    for structures, b in zip(dataset.groups(), builders)]
             make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
                                                     self.trained_parameters, objective=objective)
             self.fast = [make(data, "losses") for data in sets]
             if self.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
         if self.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
             self._fast_last = step = self.fast_warmup[group]
-            kl, _ = step(index)
+            kl, _ = step(index, lists)
             self.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
             if float(kl) < self.cfg.kl_warmup_threshold:
                 self.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
@@ -115,7 +117,7 @@ class AniDSModule(L.LightningModule):
         w = self.current_weights()
         self._fast_last = step = self.fast[group]
         step.set_lambda_denoise(w.lambda_denoise)
-        total, terms = step(index)
+        total, terms = step(index, lists)
         self._log_step(total, terms, w, int(index.shape[0]))
         return total
 

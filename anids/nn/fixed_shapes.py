@@ -6,7 +6,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 import torch
-from .graphs import Graph, radius_graph, edge_vectors, structure_pairs, NeighborList
+from .graphs import Graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'ListBuilder',

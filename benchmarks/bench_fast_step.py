@@ -339,11 +339,14 @@ def main(argv=None):
                          "step per group (TrainConfig.size_buckets; default 1: one set padded to the largest structure)")
     ap.add_argument("--neighbour-lists", choices=("stored", "streamed"), default="stored",
                     help="periodic cells: lists stored on the device, or each batch's built on the host and loaded (TrainConfig.neighbour_lists)")
+    ap.add_argument("--matmul-precision", choices=("highest", "high", "medium"), default="highest",
+                    help="float32 matrix products (torch.set_float32_matmul_precision; high: TF32 on GPUs; TrainConfig.matmul_precision)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check the fixed step against the eager one (and the captured pass on CUDA); no timings")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_fast_step_<device>.json)")
     a = ap.parse_args(argv)
     torch.set_num_threads(a.threads)
+    torch.set_float32_matmul_precision(a.matmul_precision)   # every path, and the checks of fixed against eager
     device = torch.device(a.device)
     if device.type == "cuda" and not torch.cuda.is_available(): raise SystemExit("--device cuda, but torch sees no GPU")
     if a.train: everything = D.load_extxyz(a.train)
@@ -360,9 +363,11 @@ def main(argv=None):
     # the side-by-side ratios first (eager ms per step / fast ms per step, the same run and device): they carry over
     # between machines better than the absolute times
     name = (f"bench_fast_step {a.recipe}" + (f", {a.size_buckets} size buckets" if a.size_buckets > 1 else "")
-            + (", streamed lists" if a.neighbour_lists == "streamed" else "") + (", checks" if a.check_only else ""))
+            + (", streamed lists" if a.neighbour_lists == "streamed" else "") + (", checks" if a.check_only else "")
+            + (f", matmul precision {a.matmul_precision}" if a.matmul_precision != "highest" else ""))
     out = {"benchmark": name, "ratios": {}, "recipe": a.recipe, "data": str(a.train or (f"made-up {a.recipe} cells" if a.recipe in PERIODIC_RECIPES else f"bundled {a.molecule}")),
-           "n_structures": len(frames), "device": gpu_info(device), "runs": {}, "environment_before": before}
+           "n_structures": len(frames), "device": gpu_info(device), "matmul_precision": a.matmul_precision, "runs": {},
+           "environment_before": before}
     for method in a.methods:
         cfg = recipe_config(a.recipe, method=method, seed=0, progress=False,
                             **({} if a.train_generator is None or method in ("none", "dens") else {"train_generator": a.train_generator}))

@@ -8,6 +8,7 @@
 #
 #     OUT=/some/dir bash benchmarks/gpu_session.sh        # default OUT: results/; parts 1-4
 #     PARTS="5 6" bash benchmarks/gpu_session.sh          # parts 5-6 (periodic cells), in a second call
+#     PARTS="7" bash benchmarks/gpu_session.sh            # part 7 (TF32), about 2 minutes
 #
 # Parts 1-4 write four results files and their logs under $OUT (8 files, as many as `run` brings back): at most about
 # 9 minutes (each part has a timeout), so that `run` with timeout_s=600 returns them. Parts 5-6 take at most about 8.5 minutes.
@@ -54,4 +55,9 @@ part 5 && timeout 150 python3 benchmarks/bench_fast_step.py --device cuda --reci
 part 6 && timeout 200 python3 benchmarks/bench_fast_step.py --device cuda --recipe oc22 --n 40 --pretrained '' \
     --methods none --steps 20 --warmup 3 --epochs 1 --out "$OUT/bench_fast_step_oc22_h200.json" 2>&1 \
     | tee "$OUT/bench_fast_step_oc22.log"
+# 7. rmd17-paper as part 3 with TF32 matrix products (--matmul-precision high): the time it saves, and the fixed step's
+#    loss and gradients against the eager one's at that precision (the checks in the JSON)
+part 7 && timeout 120 python3 benchmarks/bench_fast_step.py --device cuda --recipe rmd17-paper --molecule aspirin --n 50 \
+    --pretrained '' --train-generator true --methods none anids --steps 20 --warmup 3 --epochs 1 --matmul-precision high \
+    --out "$OUT/bench_fast_step_rmd17_tf32_h200.json" 2>&1 | tee "$OUT/bench_fast_step_rmd17_tf32.log"
 true

@@ -64,6 +64,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     num_nodes: int = 1               # nodes (Lightning, multi-node DDP)
     strategy: str = "auto"           # Lightning strategy, e.g. ddp
     threads: int = 0                 # torch threads on CPU (0: leave as is)
+    matmul_precision: str = "highest"  # float32 matrix products in Lightning's loop, its validation included (torch.set_float32_matmul_precision): highest (IEEE float32) | high (TF32 on GPUs that have it: 10 mantissa bits) | medium (bfloat16); the final scores always at highest
     fast_step: bool = False          # each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; molecules on complete graphs, periodic cells on neighbour lists with a skin (neighbour_skin), different sizes padded; needs one device, Algorithm 2's view or Algorithm 1; a KL-only warm-up reads KL on the host once per step while it lasts, as the eager one; psi's per-step statistics are not logged
     neighbour_skin: float = 1.0      # fast_step on periodic cells: the neighbour lists hold the pairs within cutoff + skin (A) of the clean structures, valid while no atom moves skin / 2 (checked: the run stops otherwise)
     neighbour_lists: str = "stored"  # fast_step on periodic cells: stored (every structure's lists on the device, 14 bytes an edge) | streamed (each batch's lists built on the host by the training loader, in its workers, and copied in: for datasets whose lists would not fit on the device)
@@ -93,6 +94,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
         low = [f"{k} >= {v} (got {getattr(self, k)})" for k, v in at_least.items() if getattr(self, k) < v]
         if self.devices < 1 and self.devices != -1: low.append(f"devices >= 1 or -1 for all (got {self.devices})")
         if low: raise ValueError("need " + ", ".join(low))
+        if self.matmul_precision not in ("highest", "high", "medium"):
+            raise ValueError(f"matmul_precision must be 'highest', 'high' or 'medium', got {self.matmul_precision!r}")
         if self.neighbour_lists not in ("stored", "streamed"):
             raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
         if self.neighbour_lists == "streamed" and not self.fast_step:

@@ -384,7 +384,9 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
+    precision = torch.get_float32_matmul_precision()
     try:
+        torch.set_float32_matmul_precision(config.matmul_precision)   # TF32 where asked; restored below, for the scores
         with torch.serialization.safe_globals(SAFE_CHECKPOINT_GLOBALS):   # Lightning reads the checkpoint again
             trainer.fit(module, ckpt_path=resume, weights_only=True, **loaders)
     except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
@@ -393,6 +395,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
         if trainer.is_global_zero: _mark_diverged(out_dir, msg, trainer.global_step, config)
         raise FloatingPointError(msg) from e
     finally:
+        torch.set_float32_matmul_precision(precision)
         if backup is not None and backup.is_file():
             _merge_resumed_log(log, backup.read_text())
             backup.unlink()

@@ -1414,6 +1414,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                  'anids/train/fast.py'),
                                   'anids.train.fast.StructureIndices.collate': ( 'train/fast.html#structureindices.collate',
                                                                                  'anids/train/fast.py'),
+                                  'anids.train.fast.StructureIndices.fixed_shape_sets': ( 'train/fast.html#structureindices.fixed_shape_sets',
+                                                                                          'anids/train/fast.py'),
                                   'anids.train.fast.StructureIndices.groups': ( 'train/fast.html#structureindices.groups',
                                                                                 'anids/train/fast.py'),
                                   'anids.train.fast._networks': ('train/fast.html#_networks', 'anids/train/fast.py'),

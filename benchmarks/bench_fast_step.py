@@ -41,7 +41,8 @@ from torch_geometric.loader import DataLoader   # noqa: E402
 from anids.data import datasets as D   # noqa: E402
 from anids.train import make_config, prepare_training   # noqa: E402
 from anids.train.module import LR_SCHEDULES, _TrainableAveragedModel   # noqa: E402
-from anids.train.fast import FixedShapeSet, FastStep, SizeBuckets, StructureIndices, list_builder   # noqa: E402
+from anids.train.fast import FastStep   # noqa: E402
+from anids.train.loop import training_indices   # noqa: E402
 from anids.method.model import DenoisingConfig   # noqa: E402
 from anids.method.losses import LossWeights   # noqa: E402
 from anids.nn.fixed_shapes import sync_free   # noqa: E402
@@ -91,14 +92,11 @@ class Groups:
     anids.train.fast.SizeBuckets, as `fit` with TrainConfig.size_buckets draws them)."""
     def __init__(self, train, module, cfg, device, buckets: int, streamed: bool = False):
         self.frames, self.B, self.device = train, cfg.batch_size, device
-        self.buckets = SizeBuckets([int(s.z.shape[0]) for s in train], cfg.batch_size, buckets) if buckets > 1 else None
-        groups = StructureIndices(train, self.buckets).groups()
-        # streamed neighbour lists: each batch's built on the host in the loop (as a loader without workers would)
-        builders = [list_builder(g, module.model, cfg.neighbour_skin) for g in groups] if streamed else None
-        self.indices = StructureIndices(train, self.buckets, builders)
-        dtype = next(module.model.parameters()).dtype
-        self.sets = [FixedShapeSet.for_model(g, module.model, device, dtype, skin=cfg.neighbour_skin, builder=b)
-                     for g, b in zip(groups, builders or [None] * len(groups))]
+        # as fit draws them; streamed neighbour lists: each batch's built on the host in the loop (a loader without workers)
+        run = replace(cfg, fast_step=True, size_buckets=buckets, neighbour_lists="streamed" if streamed else "stored")
+        self.indices = training_indices(train, run, module.model)
+        self.buckets = self.indices.buckets
+        self.sets = self.indices.fixed_shape_sets(module.model, device, next(module.model.parameters()).dtype, cfg.neighbour_skin)
         self.steps_per_epoch = len(self.buckets) if self.buckets else len(train) // cfg.batch_size
 
     def eager_batches(self, generator):

@@ -199,6 +199,12 @@ class StructureIndices(torch.utils.data.Dataset):
         if self.buckets is None: return [self.structures]
         return [[self.structures[k] for k in m.tolist()] for m in self.buckets.members]
 
+    def fixed_shape_sets(self, model: AniDSModel, device="cpu", dtype: torch.dtype = torch.float32,
+                         skin: float = 1.0) -> list[FixedShapeSet]:
+        "One `FixedShapeSet` per group, on `device`, for `model` (its lists streamed where the groups have builders)."
+        builders = self.builders or [None] * len(self.groups())
+        return [FixedShapeSet.for_model(g, model, device, dtype, skin=skin, builder=b) for g, b in zip(self.groups(), builders)]
+
     def collate(self, ks: list[int]) -> tuple:
         """(group, [B] long indices within it) of a batch of structure indices, which must share a group (`SizeBuckets`);
         with streamed lists also the batch's lists (`ListBuilder.build`) as a third item."""

@@ -15,7 +15,7 @@ from ..method.model import AniDSModel, build_model
 from ..method.losses import LossWeights
 from ..data.units import energy_factor
 from .config import TrainConfig
-from .fast import FastStep, FixedShapeSet, StructureIndices
+from .fast import FastStep, StructureIndices
 
 # %% auto #0
 __all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
@@ -99,9 +99,7 @@ class AniDSModule(L.LightningModule):
                 raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
                                  f"{type(dataset).__name__}")
             dtype = next(self.model.parameters()).dtype
-            builders = dataset.builders or [None] * len(dataset.groups())
-            sets = [FixedShapeSet.for_model(structures, self.model, self.device, dtype, skin=self.cfg.neighbour_skin, builder=b)
-                    for structures, b in zip(dataset.groups(), builders)]
+            sets = dataset.fixed_shape_sets(self.model, self.device, dtype, self.cfg.neighbour_skin)
             make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
                                                     self.trained_parameters, objective=objective)
             self.fast = [make(data, "losses") for data in sets]

@@ -13,11 +13,21 @@ from ..nn.layers import BesselRBF, cosine_cutoff, mlp
 from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3, fixed_nearest_neighbors
 
 # %% auto #0
-__all__ = ['NOISE_METHODS', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
-           'renamed_keywords', 'NoiseGenerator']
+__all__ = ['NOISE_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts',
+           'Covariance', 'renamed_keywords', 'NoiseGenerator']
 
 # %% ../../nbs/method/01_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
+
+STD_RANGE = (0.005, 0.5)
+"""Bounds (A) on sqrt(a_i), the std of a learned generator's isotropic base, `NoiseGenerator(std_range=...)`. Thermal
+motion of atoms in molecules and solids is 0.03-0.3 A (root mean square), the paper's sigma_p are 0.025-0.15 A, and
+the shipped QM9 generators give 0.085-0.15 A on QM9 and MD17 molecules. An encoder fed a geometry it never saw (two
+atoms 0.1 A apart) can give any ln a_i: unbounded, Sigma's eigenvalues ran from 1e-46 to 1e11 A^2. With the bound
+they lie in [min_residual * 0.005^2, (1 + min_residual) * 0.5^2] A^2 for AniDS ([0.005^2, 2 * 0.5^2] for AniDS-add,
+[0.005^2, 0.5^2] for DenoiseVAE)."""
+LOG_C_BOUND = 60.0
+"|ln c_i| at most this: exp() stays a positive, finite float32 (1e-26 .. 1e26), far beyond any trained c_i (ln c ~ 2)."
 
 def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i > 0
                            b: torch.Tensor,           # [E] anisotropic weight logits b_ij
@@ -26,8 +36,8 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
                            edge_vec: torch.Tensor,    # [E, 3] r_ij = X_i - X_j (the sign does not matter)
                            additive: bool = False,    # AniDS-add ablation: add the correction instead
                            min_residual: float = 1e-3,  # floor on 1 - Gamma_i (see the numerics note)
-                           min_distance: float = 1e-4,  # edges shorter than this (A) are coincident atoms
-                           batch: torch.Tensor|None = None,  # [N] structure of each atom: errors name atoms within it
+                           min_distance: float = 1e-4,  # edges shorter than this (A) join coincident atoms: no direction, no correction
+                           batch: torch.Tensor|None = None,  # [N] structure of each atom: warnings name atoms within it
                            edge_chunk_size: int|None = None,  # sum the per-edge 3x3 terms this many edges at a time
                           ) -> tuple[torch.Tensor, torch.Tensor]:
     "Per-atom covariance Sigma_i of Eq. 14 with gamma_ij of Eq. 15; returns (Sigma [N,3,3], Gamma_i [N])."
@@ -43,22 +53,17 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
     check_that((a > 0).all() & (c > 0).all(), lambda: ValueError("a_i and c_i must be positive"))
     j, i = edge_index
     dist = torch.linalg.vector_norm(edge_vec, dim=-1)
-    def coincident():
-        k = int(torch.nonzero(dist < min_distance)[0, 0])
-        ai, aj, where = int(i[k]), int(j[k]), ""
-        if batch is not None:  # number the atoms within their structure, as the user's file does
-            s = int(batch[ai])
-            first = int(torch.searchsorted(batch.contiguous(), torch.tensor(s, dtype=batch.dtype, device=batch.device)))
-            ai, aj, where = ai - first, aj - first, f" in structure {s} of the batch"
-        return ValueError(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): "
-                          "the direction r_ij is undefined")
-    if dist.numel(): check_that(dist >= min_distance, coincident)
+    # coincident atoms: r_ij has no direction, so the pair carries no correction (gamma_ij = 0). Inference must not
+    # fail on one odd structure of a batch; the warning names it (outside sync_free(), where it reads the host)
+    close = dist < min_distance
+    if dist.numel() and not is_sync_free() and bool(close.any()): _warn_coincident(close, dist, i, j, batch)
+    b = b.masked_fill(close, float("-inf"))
     # gamma_ij and rho_i = c_i / (sum_l exp(b_il) + c_i) are one softmax over the neighbours of i and a virtual
     # neighbour with logit ln c_i (shifted by the largest logit of i, so nothing overflows)
     w = softmax(torch.cat([b, torch.log(c)]), torch.cat([i, torch.arange(n, device=i.device)]), num_nodes=n)
     gamma, rho = w[:b.shape[0]], w[b.shape[0]:]
     gamma_sum = scatter(gamma, i, 0, dim_size=n)
-    unit = edge_vec / dist[:, None]
+    unit = edge_vec / dist.clamp_min(min_distance)[:, None]   # finite everywhere; a coincident pair's gamma_ij is 0
     eye = torch.eye(3, dtype=a.dtype, device=a.device)
     # sum_j gamma_ij P_ij with P_ij = r_ij r_ij^T (additive) or I - r_ij r_ij^T: at once, or a chunk of edges at a time
     if edge_chunk_size is not None and b.shape[0] > edge_chunk_size:
@@ -78,6 +83,18 @@ def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i >
         residual = torch.clamp(rho, min=min_residual)                  # rho_i = 1 - Gamma_i, floored
         cov_unit = residual[:, None, None] * eye + proj
     return a[:, None, None] * cov_unit, gamma_sum
+
+def _warn_coincident(close, dist, i, j, batch) -> None:
+    "One warning naming the first pair of coincident atoms (numbered within their structure, as the user's file does)."
+    import warnings
+    k = int(torch.nonzero(close)[0, 0])
+    ai, aj, where = int(i[k]), int(j[k]), ""
+    if batch is not None:
+        s = int(batch[ai])
+        first = int(torch.searchsorted(batch.contiguous(), torch.tensor(s, dtype=batch.dtype, device=batch.device)))
+        ai, aj, where = ai - first, aj - first, f" in structure {s} of the batch"
+    warnings.warn(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): r_ij has no direction, so "
+                  f"the {int(close.sum())} such edge(s) add no anisotropic correction to Sigma_i", stacklevel=3)
 
 # %% ../../nbs/method/01_noise.ipynb #70c2ec30
 def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances (may be None when L is given)
@@ -170,6 +187,7 @@ class NoiseGenerator(nn.Module):
                  num_rbf: int = 16,                  # radial basis eta(|r_ij|) of w1
                  init_log_c: float = math.log(8.0),  # initial ln c_i
                  min_residual: float = 1e-3,         # floor on 1 - Gamma_i
+                 std_range: tuple[float, float] = STD_RANGE,  # bounds (A) on sqrt(a_i), the isotropic base std (see STD_RANGE)
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time
                  **renamed,                          # sigma: the old name of sigma_p
                 ):
@@ -177,9 +195,15 @@ class NoiseGenerator(nn.Module):
         sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "NoiseGenerator").get("sigma_p", sigma_p)
         if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
         if sigma_p <= 0: raise ValueError("sigma_p must be positive")
+        lo, hi = (float(s) for s in std_range)
+        if not 0 < lo < hi: raise ValueError(f"std_range must be (low, high) with 0 < low < high (A), got {tuple(std_range)}")
+        learned = method in ("denoisevae", "anids-add", "anids")
+        if learned and not lo <= sigma_p <= hi:
+            raise ValueError(f"sigma_p {sigma_p} A lies outside std_range ({lo}, {hi}) A: a_i starts at sigma_p^2")
         check_edge_chunk_size(edge_chunk_size)
         self.method, self.sigma_p, self.min_residual, self.edge_chunk_size = method, float(sigma_p), min_residual, edge_chunk_size
-        self.learned = method in ("denoisevae", "anids-add", "anids")
+        self.log_a_range = (2 * math.log(lo), 2 * math.log(hi))
+        self.learned = learned
         self.encoder = encoder if self.learned else None
         if self.learned:
             if encoder is None: raise ValueError(f"method {method!r} learns Sigma and needs an encoder backbone")
@@ -207,7 +231,8 @@ class NoiseGenerator(nn.Module):
             graph = fixed_nearest_neighbors(pos, graph, self.encoder.cutoff, self.encoder.max_neighbors)
         # psi reads the encoder's invariant features only: no vector head (vector_atoms empty)
         h = self.encoder(z, pos, graph, batch, vector_atoms=torch.zeros(0, dtype=torch.long, device=pos.device)).scalars
-        a = torch.exp(self.w0(h).squeeze(-1))
+        # ln a_i held inside std_range (a hard clamp: exactly Eq. 13 within it, where every trained generator stays)
+        a = torch.exp(self.w0(h).squeeze(-1).clamp(*self.log_a_range))
         if self.method == "denoisevae":
             return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
         vec = edge_vectors(pos, graph)
@@ -219,7 +244,8 @@ class NoiseGenerator(nn.Module):
         else:
             j, i = graph.edge_index
             (b,) = self._edge_logits(i, n, h[i], h[j], vec)
-        c = torch.exp(self.w2(h).squeeze(-1))
+        # ln c_i enters the softmax of Eq. 15 as a logit; held where exp() is a positive, finite float32
+        c = torch.exp(self.w2(h).squeeze(-1).clamp(-LOG_C_BOUND, LOG_C_BOUND))
         cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
                                                        additive=self.method == "anids-add", min_residual=self.min_residual,
                                                        edge_chunk_size=chunk)

@@ -236,6 +236,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                       'anids.data.downloads.cache_dir': ('data/downloads.html#cache_dir', 'anids/data/downloads.py'),
                                       'anids.data.downloads.download': ('data/downloads.html#download', 'anids/data/downloads.py'),
                                       'anids.data.downloads.fetch_file': ('data/downloads.html#fetch_file', 'anids/data/downloads.py'),
+                                      'anids.data.downloads.fetch_mlearn': ('data/downloads.html#fetch_mlearn', 'anids/data/downloads.py'),
                                       'anids.data.downloads.file_hash': ('data/downloads.html#file_hash', 'anids/data/downloads.py'),
                                       'anids.data.downloads.record_checksum': ( 'data/downloads.html#record_checksum',
                                                                                 'anids/data/downloads.py'),

@@ -4,7 +4,8 @@ Writes into DEST (default `build/docs/src`):
 
 * `index.md`: the README, with the notebook table linked to the notebook pages and the API pages;
 * `RESULTS.md`: the index of what was measured, and `results/<study>.md`: one page per study (`docs/results/`, made
-  from the results files by `anids.experiments.report.write_study_pages`), and `figures/`: the figures these pages show;
+  from the results files by `anids.experiments.report.write_study_pages`), `results/report.md` (the paper's tables with
+  ours beside them), and `figures/`: the figures these pages show; links to `docs/results/` point to `results/`;
 * `nbs/*.ipynb`: every notebook of `nbs/` with its stored content (nothing is executed): nbdev's directive lines
   (`#| export`, `#| default_exp`, ...) are stripped, cells marked `#| hide` are left out, as are cells left empty
   and front-matter cells (`---` blocks); `#| echo: false` drops a cell's source and `#| output: false` its outputs;
@@ -24,6 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = "anids"
+REPORT_PAGE = "report.md"   # results/report.md: the paper's tables with ours beside them
 _DIRECTIVE = re.compile(r"^\s*#\|\s*([\w-]+)\s*:?\s*(.*?)\s*$")
 _FRONT_MATTER = re.compile(r"^---\s*\n.*?\n---\s*$", re.S)
 
@@ -181,25 +183,32 @@ def stage_index(dest: Path, lib_nbs: list[str], exp_nbs: list[str], nb_names: se
                       text, flags=re.M)
     text = link_tables(text)
     # the user guide: what the README leaves out, with the notebook table linked the same way
-    write_if_changed(dest / "GUIDE.md", link_tables(_table_math((ROOT / "GUIDE.md").read_text(encoding="utf-8"))).replace("](README.md", "](index.md"))
+    # the study pages sit in docs/results/ of the repository and in results/ of the site
+    site_links = lambda md: md.replace("](README.md", "](index.md").replace("](docs/results/", "](results/")
+    write_if_changed(dest / "GUIDE.md", site_links(link_tables(_table_math((ROOT / "GUIDE.md").read_text(encoding="utf-8")))))
     toc = lambda caption, entries: ["", "```{toctree}", ":hidden:", f":caption: {caption}", "", *entries, "```"]
     text = text.rstrip("\n") + "\n" + "\n".join(
         toc("Library notebooks", [f"nbs/{n}" for n in lib_nbs]) + toc("Experiment notebooks", [f"nbs/{n}" for n in exp_nbs])
         + toc("Guide and results", ["GUIDE", "RESULTS", "CHANGELOG"]) + toc("API", ["api/index"])) + "\n"
-    write_if_changed(dest / "index.md", text)
+    write_if_changed(dest / "index.md", site_links(text))
     # the index of the results (RESULTS.md), one page per study beside it in results/ (docs/results/ in the repository)
-    results = _table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")).replace("](README.md", "](index.md")
-    results = results.replace("](docs/results/", "](results/")
+    # and the paper's tables with ours (results/report.md, made by nbs/report.ipynb) beside them, at the same path
+    results = site_links(_table_math((ROOT / "RESULTS.md").read_text(encoding="utf-8")))
     pages = sorted((ROOT / "docs" / "results").glob("*.md"))
-    results = results.rstrip("\n") + "\n" + "\n".join(toc("Studies", [f"results/{p.stem}" for p in pages])) + "\n"
+    report = ROOT / "results" / REPORT_PAGE
+    if report.stem in {p.stem for p in pages}: raise ValueError(f"a study page is named {REPORT_PAGE}, as the report is")
+    results = results.rstrip("\n") + "\n" + "\n".join(toc("Studies", [f"results/{p.stem}" for p in pages] + [f"results/{report.stem}"])) + "\n"
     write_if_changed(dest / "RESULTS.md", results)
     shown = text + results
     for page in pages:   # figures are linked relative to the page: ../../figures in the repository, ../figures here
         body = _table_math(page.read_text(encoding="utf-8")).replace("](../../figures/", "](../figures/")
         write_if_changed(dest / "results" / page.name, body)
         shown += body.replace("](../figures/", "](figures/")
+    body = _table_math(report.read_text(encoding="utf-8"))   # ../figures/ from results/, in the repository as here
+    write_if_changed(dest / "results" / report.name, body)
+    shown += body.replace("](../figures/", "](figures/")
     write_if_changed(dest / "CHANGELOG.md", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"))
-    return stage_figures(dest, shown) | {dest / "results" / p.name for p in pages}
+    return stage_figures(dest, shown) | {dest / "results" / p.name for p in pages} | {dest / "results" / report.name}
 
 
 def stage_figures(dest: Path, markdown: str) -> set[Path]:
@@ -212,6 +221,22 @@ def stage_figures(dest: Path, markdown: str) -> set[Path]:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(src.read_bytes())
         out.add(target)
+    return out
+
+
+_LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)")
+
+
+def dead_links(dest: Path) -> list[str]:
+    """`page: target` for each relative link of the staged markdown pages whose target is not staged (Sphinx would
+    render it as text that leads nowhere); links to the web and to anchors of the same page are not checked here"""
+    out = []
+    for page in sorted(dest.rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        for target in _LINK.findall(text):
+            if re.match(r"[a-z][a-z0-9+.-]*:", target) or target.startswith("#"): continue
+            path = target.split("#", 1)[0]
+            if not (page.parent / path).exists(): out.append(f"{page.relative_to(dest).as_posix()}: {target}")
     return out
 
 

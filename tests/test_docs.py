@@ -31,8 +31,18 @@ def test_staged_sources(tmp_path):
     assert results.startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])
     assert "](RESULTS.md)" in index and "\nRESULTS\n" in index and "](docs/results/" not in results
     pages = sorted(p.name for p in (ROOT / "docs" / "results").glob("*.md"))
-    assert pages and sorted(p.name for p in (tmp_path / "results").glob("*.md")) == pages
+    assert pages and sorted(p.name for p in (tmp_path / "results").glob("*.md")) == sorted(pages + ["report.md"])
     assert all(f"](results/{p})" in results and f"\nresults/{p[:-3]}\n" in results for p in pages)
+    # the paper's tables (results/report.md) are a page of the site too, with their figures
+    assert "](results/report.md)" in results and "\nresults/report\n" in results
+    report = (tmp_path / "results" / "report.md").read_text()
+    assert report == (ROOT / "results" / "report.md").read_text() and "](../figures/report_md17.png)" in report
+    assert (tmp_path / "figures" / "report_md17.png").is_file()
+    # the study pages live in docs/results/ of the repository, in results/ of the site: the index and the guide link there
+    assert "](docs/results/" in (ROOT / "GUIDE.md").read_text() and "](docs/results/" not in guide
+    assert "](results/crystals.md)" in guide and "](docs/results/" not in index
+    # every relative link of every staged page leads to a staged page or file (Sphinx's myst.xref_missing otherwise)
+    assert stage.dead_links(tmp_path) == []
     cpu = (tmp_path / "results" / "cpu-recipe-and-mace.md").read_text()
     assert "](../figures/compare_mace.png)" in cpu and (tmp_path / "figures" / "compare_mace.png").is_file()
     for name in nbs:
@@ -44,6 +54,15 @@ def test_staged_sources(tmp_path):
             else: assert not src.startswith("---"), (name, src[:80])
     md17 = json.loads((tmp_path / "nbs" / "md17_finetune.ipynb").read_text())["cells"]
     assert md17[0]["source"].startswith("# MD17 fine-tuning")
+
+
+def test_dead_links_are_found(tmp_path):
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "a.md").write_text("# A\n")
+    (tmp_path / "index.md").write_text("[ok](results/a.md#a) [gone](docs/results/a.md) [web](https://example.org) "
+                                       "[here](#top) ![fig](figures/x.png) [mail](mailto:a@b.c)\n")
+    (tmp_path / "results" / "b.md").write_text("[up](../index.md) [lost](report.md)\n")
+    assert stage.dead_links(tmp_path) == ["index.md: docs/results/a.md", "results/b.md: report.md"]
 
 
 def test_a_missing_figure_is_an_error(tmp_path):

@@ -18,9 +18,9 @@ from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma
 # %% auto #0
 __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHECKPOINT_GLOBALS', 'DenoisingConfig', 'Prediction',
            'Corruption', 'DenoiserView', 'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances',
-           'build_model', 'plain_data', 'save_model', 'read_checkpoint', 'load_model', 'denoiser_view',
-           'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view', 'atoms_batch', 'AniDSCalculator',
-           'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
+           'build_model', 'plain_data', 'atomic_write', 'trained_energy', 'save_model', 'read_checkpoint', 'load_model',
+           'denoiser_view', 'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view', 'atoms_batch',
+           'AniDSCalculator', 'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
 
 # %% ../../nbs/method/03_model.ipynb #49610377
 @dataclass
@@ -120,9 +120,34 @@ class AniDSModel(nn.Module):
         self.register_buffer("atomic_energies", ref)
         self.energy_scale, self.force_scale = float(energy_scale), float(force_scale)
         self.spec = spec or {}
+        # whether the energy head trained: False for weights of Algorithm 1 alone (load_model reads it from the file),
+        # None where nobody knows (a model just built, or being trained)
+        self.energy_trained: bool|None = None
 
     @property
     def method(self) -> str: return self.generator.method
+
+    @property
+    def trained_elements(self) -> set[int]|None:
+        "Atomic numbers of the training structures (those with a reference energy), or None where the recipe has none."
+        refs = self.spec.get("atomic_energies") or {}
+        return {int(z) for z in refs} or None
+
+    def check_trained_for(self, z: torch.Tensor, allow_unseen_elements: bool = False, allow_untrained: bool = False) -> None:
+        """A clear error where energies and forces of structures with atomic numbers `z` would mean nothing: an energy
+        head that never trained (pre-training weights), or elements no training structure had (unless allowed)."""
+        import ase.data
+        if self.energy_trained is False and not allow_untrained:
+            raise ValueError("this model's energy head never trained: its weights come from pre-training (Algorithm 1), "
+                             "which trains the denoising head alone, so its energies and forces mean nothing. Fine-tune it "
+                             "first (anids-train --pretrained PATH ...), or pass allow_untrained=True to read them anyway")
+        seen = self.trained_elements
+        unseen = sorted({int(v) for v in torch.unique(z).tolist()} - seen) if seen is not None else []
+        if unseen and not allow_unseen_elements:
+            names = lambda zs: ", ".join(ase.data.chemical_symbols[k] for k in sorted(zs))
+            raise ValueError(f"the structure holds {names(unseen)}, which no training structure of this model had "
+                             f"(it knows {names(seen)}): no reference energy and an untrained embedding, so its energies and "
+                             "forces mean nothing. Pass allow_unseen_elements=True to compute them anyway")
 
     def set_edge_chunk_size(self, size: int|None) -> "AniDSModel":
         """Edges per chunk in eval mode for every part that chunks (the PaiNN, Equiformer, EquiformerV2 or GeoMFormer
@@ -151,6 +176,7 @@ class AniDSModel(nn.Module):
                 compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
                 vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
                 graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes: complete_graph, NeighbourLists); None: the radius graph of pos
+                allow_untrained: bool = False,   # True: also from an energy head that never trained (the denoising step's vector output)
                ) -> Prediction:
         """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
         With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
@@ -158,6 +184,7 @@ class AniDSModel(nn.Module):
         a radius graph is built on the host."""
         if vector_atoms is not None and compute_forces and self.force_mode == "direct":
             raise ValueError("direct forces are the vector output of every atom: vector_atoms must be None")
+        if self.energy_trained is False and not allow_untrained: self.check_trained_for(data.z, allow_unseen_elements=True)
         z, batch = data.z, data.batch
         B = int(data.num_graphs)
         pos = data.pos if pos is None else pos
@@ -250,7 +277,7 @@ class AniDSModel(nn.Module):
                             compute_stress=labelled("stress") and stress_weight > 0,
                             # conservative forces: only the moved atoms' vector output enters a loss (Eq. 9)
                             vector_atoms=None if self.force_mode == "direct" or is_sync_free() else torch.nonzero(view.atoms).squeeze(1),
-                            graph=graph)
+                            graph=graph, allow_untrained=True)
         terms = self.supervised_terms(pred, data, view, cfg, weights)      # lines 21, 23: L_E, L_F (and stress)
         if moved.any:
             terms["denoise"] = self.denoising_term(pred, view, cfg)          # line 22: L_AniDS, Eq. 9
@@ -467,14 +494,42 @@ def plain_data(obj, where: str = "extra"):
     raise TypeError(f"{where} holds a {type(obj).__name__}, which a checkpoint cannot store as plain data; "
                     "store it as numbers, strings, lists or dicts")
 
-def save_model(model: AniDSModel, path, extra: dict|None = None) -> Path:
-    "Write `model` (recipe + weights + `extra` metadata, as plain data) to `path`."
-    if not model.spec: raise ValueError("this model was not made by build_model: it has no recipe to save")
+def atomic_write(path, write) -> Path:
+    """Call `write(tmp)` to write a temporary file beside `path` (same folder, so that the rename never becomes a
+    copy across filesystems), then rename it to `path` (os.replace). A failed write (a full disk, a kill) leaves the
+    earlier `path`, if any, as it was and no temporary file; it is an OSError of one line that names the file."""
+    import os, errno
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    import anids
-    torch.save({"format": CHECKPOINT_FORMAT, "spec": plain_data(model.spec, "spec"), "state_dict": model.state_dict(),
-                "anids_version": str(anids.__version__), "extra": plain_data(extra or {})}, path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if not isinstance(e, (OSError, RuntimeError)): raise       # KeyboardInterrupt and the like: as they are
+        code = getattr(e, "errno", None) or errno.EIO
+        why = getattr(e, "strerror", None) or str(e).splitlines()[0]   # torch's writer says "... failed writing file"
+        raise OSError(code, f"could not write {path} ({why}); the files already in {path.parent} are intact") from None
     return path
+
+def trained_energy(extra: dict|None) -> bool|None:
+    """Whether the run that a checkpoint's metadata `extra` describes trained the energy head: Algorithm 1 (scheme
+    'pretrain') trains the denoising head alone. Read from its `config` (anids.train.fit) or `provenance.config` (the
+    pre-training protocol); None where neither says."""
+    extra = extra or {}
+    config = extra.get("config") or (extra.get("provenance") or {}).get("config") or {}
+    return None if config.get("scheme") is None else config["scheme"] != "pretrain"
+
+def save_model(model: AniDSModel, path, extra: dict|None = None) -> Path:
+    """Write `model` (recipe + weights + `extra` metadata, as plain data) to `path`, atomically (`atomic_write`). The
+    file says whether the energy head trained: `model.energy_trained`, else what `extra` implies (`trained_energy`)."""
+    if not model.spec: raise ValueError("this model was not made by build_model: it has no recipe to save")
+    import anids
+    energy = model.energy_trained
+    if energy is None: energy = trained_energy(extra)
+    payload = {"format": CHECKPOINT_FORMAT, "spec": plain_data(model.spec, "spec"), "state_dict": model.state_dict(),
+               "anids_version": str(anids.__version__), "energy_trained": energy, "extra": plain_data(extra or {})}
+    return atomic_write(path, lambda tmp: torch.save(payload, tmp))
 
 from torch.torch_version import TorchVersion
 
@@ -505,14 +560,25 @@ def read_checkpoint(path, map_location="cpu") -> dict:
         raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
 
 def load_model(path, map_location="cpu") -> AniDSModel:
-    "Load a model written by `save_model` or a Lightning checkpoint of `anids.train` (`read_checkpoint`: no code runs)."
+    """Load a model written by `save_model` or a Lightning checkpoint of `anids.train` (`read_checkpoint`: no code runs);
+    a run's folder means its model.pt. `model.energy_trained` says whether its energy head trained (False for a
+    pre-training checkpoint: `predict` then refuses energies and forces), None where the file does not say."""
     path = Path(path)
+    if path.is_dir():
+        if not (path / "model.pt").is_file():
+            found = sorted(str(p.relative_to(path)) for p in path.glob("checkpoints/*.ckpt"))
+            raise FileNotFoundError(f"{path} is a folder without model.pt (a run writes it when it ends)"
+                                    + (f"; its checkpoints: {', '.join(found)} (give one of them)" if found else ""))
+        path = path / "model.pt"
     ckpt = read_checkpoint(path, map_location)
     if isinstance(ckpt, dict) and "hyper_parameters" in ckpt and "model_spec" in ckpt.get("hyper_parameters", {}):
         spec = ckpt["hyper_parameters"]["model_spec"]
         state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+        energy = trained_energy(ckpt["hyper_parameters"])
     elif isinstance(ckpt, dict) and ckpt.get("format") == CHECKPOINT_FORMAT:
         spec, state = ckpt["spec"], ckpt["state_dict"]
+        energy = ckpt.get("energy_trained")   # written since save_model records it; before, the run's scheme says
+        if energy is None: energy = trained_energy(ckpt.get("extra"))
     else:
         raise ValueError(f"{path} is not an AniDS checkpoint (expected format {CHECKPOINT_FORMAT!r} or an anids Lightning checkpoint)")
     if "sigma" in spec: spec = {**{k: v for k, v in spec.items() if k != "sigma"}, "sigma_p": spec["sigma"]}   # written before the rename
@@ -521,6 +587,7 @@ def load_model(path, map_location="cpu") -> AniDSModel:
         model.load_state_dict(state)
     except RuntimeError as e:
         raise ValueError(f"{path}: weights do not match the recorded architecture: {e}") from None
+    model.energy_trained = energy
     return model
 
 # %% ../../nbs/method/03_model.ipynb #d9b2c7a4
@@ -581,19 +648,23 @@ def atoms_batch(atoms_list, dtype=torch.float32):
 from ase.calculators.calculator import Calculator, all_changes
 
 class AniDSCalculator(Calculator):
-    "ASE calculator: energy (eV), forces (eV/A) and, for periodic cells, stress (eV/A^3) of a trained model."
+    """ASE calculator: energy (eV), forces (eV/A) and, for periodic cells, stress (eV/A^3) of a trained model. Like
+    `anids-train`, it refuses structures with elements the model never trained on, unless `allow_unseen_elements`,
+    and a model whose energy head never trained (pre-training weights), unless `allow_untrained`."""
     implemented_properties = ["energy", "free_energy", "forces", "stress"]
-    def __init__(self, model: AniDSModel, **kw):
+    def __init__(self, model: AniDSModel, allow_unseen_elements: bool = False, allow_untrained: bool = False, **kw):
         super().__init__(**kw)
         self.model = model.eval()
+        self.allow_unseen_elements, self.allow_untrained = bool(allow_unseen_elements), bool(allow_untrained)
     def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
         super().calculate(atoms, properties, system_changes)
+        self.model.check_trained_for(torch.as_tensor(self.atoms.numbers), self.allow_unseen_elements, self.allow_untrained)
         dtype = next(self.model.parameters()).dtype
         data = atoms_batch([self.atoms], dtype)
         want_stress = "stress" in properties and self.atoms.pbc.any()
         # direct forces and stress need no autograd: no graph of the activations is kept (memory in big cells)
         with torch.set_grad_enabled(self.model.needs_autograd(True, want_stress)):
-            pred = self.model.predict(data, compute_stress=want_stress)
+            pred = self.model.predict(data, compute_stress=want_stress, allow_untrained=self.allow_untrained)
         self.results["energy"] = self.results["free_energy"] = float(pred.energy[0].detach())
         self.results["forces"] = pred.forces.detach().double().numpy()
         if want_stress:

@@ -16,16 +16,16 @@ from ..provenance import versions, repo_root
 from ..method.model import read_checkpoint
 
 # %% auto #0
-__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'PAPER_TABLE1', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS',
-           'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS', 'BENCHMARK_PRESETS',
-           'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
-           'write_results', 'learning_curves', 'cost_table', 'pretraining_sets', 'pretrain', 'heldout_denoising_loss',
-           'training_curves', 'checkpoint_provenance', 'generator_statistics', 'denoising_loss_under', 'study_dirs',
-           'load_study', 'ablation_run', 'run_jobs', 'ablation_rows', 'run_ablation', 'ablation_run_from_metrics',
-           'ablation_c_checkpoint', 'run_ablation_c', 'seed_table', 'ablation_table', 'pretraining_length_gaps',
-           'length_gap_summary', 'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run',
-           'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table', 'PRETRAIN_BUDGETS',
-           'PRETRAIN_SCALES']
+__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS',
+           'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS',
+           'BENCHMARK_PRESETS', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets',
+           'run_md17', 'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table',
+           'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
+           'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study', 'ablation_run', 'run_jobs',
+           'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
+           'seed_table', 'ablation_table', 'pretraining_length_gaps', 'length_gap_summary',
+           'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
+           'run_benchmark', 'method_table_text', 'plot_method_table', 'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
@@ -187,6 +187,44 @@ def learning_curves(run_dir, ax=None, unit_factor: float = 1.0, label: str|None 
     ax.plot(*zip(*pts), marker="o", ms=3, label=label)
     ax.set_xlabel("epoch"); ax.set_ylabel("validation force MAE"); ax.set_yscale("log")
     return ax
+
+# %% ../../nbs/experiments/01_protocols.ipynb #b81e4f27
+LOCAL_OUTPUTS = "local"
+"The folder under results/ and figures/ where the runs that are not the reference write (ignored by git and the report)."
+
+def _shipped(root: Path) -> dict[str, Path]:
+    return {kind: (root / kind).resolve() for kind in ("results", "figures")}
+
+def check_output(path, reference: bool, root=None) -> Path:
+    "`path` (a file or folder to write), refused with one line if it lies in the shipped results/ or figures/ and not `reference`."
+    path = Path(path).expanduser().resolve()
+    root = Path(root) if root is not None else (repo_root() or Path.cwd())
+    for kind, shipped in _shipped(root).items():
+        if not reference and (path == shipped or (shipped in path.parents and LOCAL_OUTPUTS not in path.relative_to(shipped).parts[:1])):
+            raise ValueError(f"{path} is in the repository's {kind}/, which holds the shipped results: pass -p reference True "
+                             f"to remake them (with the reference settings), or write elsewhere ({kind}/{LOCAL_OUTPUTS}/ by default)")
+    return path
+
+def output_dirs(reference: bool = False, results_dir=None, figures_dir=None, root=None) -> tuple[Path, Path]:
+    """(results folder, figures folder) of an experiment notebook, created: with `reference` the shipped `results/` and
+    `figures/` of the repository (`root`, default the checkout, else the working directory), else `results/local/` and
+    `figures/local/`; a folder given is used as it is, unless it is a shipped one and not `reference`. Prints where."""
+    if not isinstance(reference, bool):
+        raise TypeError(f"reference must be True or False, not {reference!r}")
+    root = Path(root) if root is not None else (repo_root() or Path.cwd())
+    out = []
+    for kind, given in (("results", results_dir), ("figures", figures_dir)):
+        if given is not None:
+            d = check_output(given, reference, root)
+        else:
+            d = root / kind if reference else root / kind / LOCAL_OUTPUTS
+        d.mkdir(parents=True, exist_ok=True)
+        if given is None and not reference:
+            (d / ".gitignore").write_text("# outputs of runs with reference=False (not the shipped results): never committed\n*\n")
+        out.append(d)
+    print(("remaking the shipped results: " if reference and results_dir is None else "results go to ")
+          + f"{out[0]}, figures to {out[1]}" + ("" if reference else " (-p reference True remakes the shipped ones)"))
+    return out[0], out[1]
 
 # %% ../../nbs/experiments/01_protocols.ipynb #519c3ea7
 def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: str = "generator",

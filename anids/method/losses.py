@@ -9,9 +9,9 @@ from torch_geometric.utils import scatter
 from ..nn.fixed_shapes import is_sync_free, solve_lower_transposed_3x3, inverse_lower_3x3
 
 # %% auto #0
-__all__ = ['DENOISE_REDUCTIONS', 'masked_mean', 'anids_target', 'authors_target_scale', 'anids_loss', 'kl_isotropic_prior',
-           'gamma_hinge', 'energy_loss', 'force_loss', 'stress_loss', 'stress_parts', 'stress_iso_loss',
-           'stress_aniso_loss', 'LossWeights', 'total_loss', 'corruption_masks']
+__all__ = ['DENOISE_REDUCTIONS', 'TARGET_SCALES', 'masked_mean', 'anids_target', 'authors_target_scale', 'a_mean_target_scale',
+           'anids_loss', 'kl_isotropic_prior', 'gamma_hinge', 'energy_loss', 'force_loss', 'stress_loss',
+           'stress_parts', 'stress_iso_loss', 'stress_aniso_loss', 'LossWeights', 'total_loss', 'corruption_masks']
 
 # %% ../../nbs/method/02_losses.ipynb #b422b7cd
 def _as_mask(mask, n, device):
@@ -63,6 +63,28 @@ def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky 
     mean = sums / cnt.clamp_min(1)
     # atoms outside the mask get the factor 1 (their target is never used)
     return torch.where(m, math.sqrt(3) / mean.clamp_min(1e-30)[batch], torch.ones_like(frob))
+
+def a_mean_target_scale(a: torch.Tensor,                  # [N] isotropic bases a_i of Sigma_i (A^2)
+                        batch: torch.Tensor,              # [N] structure index
+                        mask: torch.Tensor|None = None,   # [N] corrupted atoms (None: all)
+                        num_graphs: int|None = None,
+                        per_structure: bool = False,      # False: one mean over the batch's corrupted atoms; True: one per structure
+                       ) -> torch.Tensor:
+    """Per-atom factor mean(a_k) over the corrupted atoms k of the batch (the code released with the paper) or of the
+    atom's own structure (the authors' `batch_mean`, their commit 4c9ea9d); not detached, as theirs."""
+    m = _as_mask(mask, a.shape[0], a.device)
+    w = m.to(a.dtype)
+    if per_structure:
+        B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
+        mean = (scatter(a * w, batch, 0, dim_size=B) / scatter(w, batch, 0, dim_size=B).clamp_min(1))[batch]
+    else:
+        mean = ((a * w).sum() / w.sum().clamp_min(1)).expand_as(a)
+    return torch.where(m, mean, torch.ones_like(a))   # atoms outside the mask: 1 (their target is never used)
+
+TARGET_SCALES = ("a_batch_mean", "a_structure_mean", "per_structure", "prior", "none")
+"""How the target L_i^{-T} eps_i of Eq. 9 is scaled (`DenoisingConfig.target_scale`): by the mean a_i of the batch's
+corrupted atoms (the code released with the paper), of the structure's (the authors' commit 4c9ea9d), sqrt(3) over the
+structure's mean ||L^{-T}||_F (their later `L_norm_std`, without its constant factor sigma_p), by sigma_p, or not."""
 
 def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise prediction phi(M~)_i
                L: torch.Tensor,                    # [N, 3, 3] Cholesky factors of Sigma_i

@@ -12,7 +12,7 @@ from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
 from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors, det_3x3
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
-from .losses import (anids_loss, authors_target_scale, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
+from .losses import (anids_loss, authors_target_scale, a_mean_target_scale, TARGET_SCALES, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
@@ -30,7 +30,7 @@ class DenoisingConfig:
     r: float = 0.25                # r_AniDS: probability that an atom of a corrupted structure is corrupted
     sigma_p: float = 0.05          # sigma_p (A): std of the isotropic prior of Eq. 10, DeNS's noise (0.05 in the authors' MD17 fine-tuning)
     kappa: float = 0.30            # kappa: Eq. 11 penalises an anisotropic mass Gamma_i = sum_j gamma_ij below it
-    target_scale: str = "per_structure"  # 'per_structure' (authors' L_norm_std) | 'prior' (x sigma_p) | 'none' (Eq. 9 as written)
+    target_scale: str = "per_structure"  # 'a_batch_mean' (x the batch's mean a_i: the code released with the paper) | 'a_structure_mean' (per structure: the authors' 4c9ea9d) | 'per_structure' (authors' later L_norm_std) | 'prior' (x sigma_p) | 'none' (Eq. 9 as written)
     denoise_reduction: str = "pooled_l2"  # 'pooled_l2' (authors' code) | 'per_structure_sq' (Algorithm 2 as printed)
     force_encoding: bool = True    # feed the forces of corrupted atoms to the denoiser (App. B.1)
     train_generator: bool = False  # False: psi frozen (fine-tuning); True: psi trained (pre-training / joint)
@@ -40,8 +40,8 @@ class DenoisingConfig:
     denoise_copy: bool = False     # True: fit labels on the clean structure, denoise a noisy copy (needs supervise_corrupted=False)
 
     def __post_init__(self):
-        if self.target_scale not in ("prior", "none", "per_structure"):
-            raise ValueError(f"unknown target_scale {self.target_scale!r}; use 'per_structure', 'prior' or 'none'")
+        if self.target_scale not in TARGET_SCALES:
+            raise ValueError(f"unknown target_scale {self.target_scale!r}; use one of {TARGET_SCALES}")
         if self.denoise_reduction not in DENOISE_REDUCTIONS:
             raise ValueError(f"unknown denoise_reduction {self.denoise_reduction!r}; use one of {DENOISE_REDUCTIONS}")
         if self.sigma_p <= 0: raise ValueError("sigma_p must be positive")
@@ -76,6 +76,7 @@ class Corruption:
     cov: Covariance|None                 # Sigma_i, Gamma_i (None: nothing moved, or a frozen psi's cache)
     L: torch.Tensor|None                 # [N, 3, 3] L_i, the Cholesky factors of Sigma_i
     eps: torch.Tensor|None               # [N, 3] eps_i ~ N(0, I)
+    a: torch.Tensor|None = None          # [N] a_i, the isotropic bases (the a-scaled targets of Eq. 9)
     @property
     def any(self) -> bool:
         """Whether any atom moved; inside `sync_free()` True without reading the mask (masked terms are zero if none did)
@@ -93,6 +94,7 @@ class DenoiserView:
     L: torch.Tensor|None
     eps: torch.Tensor|None
     supervised: torch.Tensor|None = None
+    a: torch.Tensor|None = None   # [N] a_i of the view's atoms (the a-scaled targets)
     @property
     def num_graphs(self) -> int: return int(self.data.num_graphs)
     @property
@@ -110,6 +112,7 @@ class AniDSModel(nn.Module):
                  energy_scale: float = 1.0,               # eV per unit of the backbone's atomic energy
                  force_scale: float = 1.0,                # eV/A per unit of the vector output (direct forces)
                  spec: dict|None = None,                  # how it was built (for checkpoints)
+                 force_encoding_scale: float|None = None, # eV/A per unit of the encoded forces (App. B.1); None: force_scale
                 ):
         super().__init__()
         if force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {force_mode!r}")
@@ -119,6 +122,10 @@ class AniDSModel(nn.Module):
         for zz, e in (atomic_energies or {}).items(): ref[int(zz)] = float(e)
         self.register_buffer("atomic_energies", ref)
         self.energy_scale, self.force_scale = float(energy_scale), float(force_scale)
+        # the unit of the forces fed to the denoiser: its own setting, so that the loss unit (force_scale, which divides
+        # the energy and force errors) does not change what the denoiser sees
+        self.force_encoding_scale = float(force_scale if force_encoding_scale is None else force_encoding_scale)
+        if not self.force_encoding_scale > 0: raise ValueError(f"force_encoding_scale must be positive, got {force_encoding_scale}")
         self.spec = spec or {}
         # whether the energy head trained: False for weights of Algorithm 1 alone (load_model reads it from the file),
         # None where nobody knows (a model just built, or being trained)
@@ -299,7 +306,7 @@ class AniDSModel(nn.Module):
         cached = getattr(data, "noise_cache", None)
         if cached is not None and not cfg.train_generator:
             # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i alone
-            cov, L = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype)
+            cov, L, a = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype), cached[:, 9].to(pos.dtype)
         else:
             with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
                 if graph is not None:   # fixed shapes: psi on every structure (the moved atoms' rows are the same)
@@ -307,11 +314,11 @@ class AniDSModel(nn.Module):
                 else:
                     structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
                     cov = self.covariance_of_structures(data, structures)
-                L = None
+                L, a = None, cov.a
         noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
         m = atoms[:, None].to(pos.dtype)
-        fenc = data.forces / self.force_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
-        return Corruption(atoms, pos + noise * m, fenc, cov, L, eps)
+        fenc = data.forces / self.force_encoding_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
+        return Corruption(atoms, pos + noise * m, fenc, cov, L, eps, a)
 
     def supervised_terms(self, pred: Prediction, data, view: DenoiserView, cfg: DenoisingConfig, weights: LossWeights) -> dict:
         """Algorithm 2, lines 21 and 23: L_E and L_F against the clean labels (and the stress terms of App. C) over the
@@ -339,6 +346,8 @@ class AniDSModel(nn.Module):
         scale = 1.0
         if cfg.target_scale == "prior": scale = self.generator.sigma_p
         if cfg.target_scale == "per_structure": scale = authors_target_scale(view.L, batch, view.atoms, B)
+        if cfg.target_scale in ("a_batch_mean", "a_structure_mean"):
+            scale = a_mean_target_scale(view.a, batch, view.atoms, B, per_structure=cfg.target_scale == "a_structure_mean")
         return anids_loss(pred.vector, view.L, view.eps, view.atoms, batch, B, target_scale=scale, reduction=cfg.denoise_reduction)
 
     def generator_terms(self, data, moved: Corruption, cfg: DenoisingConfig, weights: LossWeights, stats: dict|None = None) -> dict:
@@ -457,6 +466,8 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
                 backbone_overrides: dict|None = None, generator_overrides: dict|None = None,
                 seed: int|None = None,
                 direct_stress: bool = False,           # give the denoiser a direct stress head (force_mode='direct')
+                force_encoding_scale: float|None = None,  # eV/A per unit of the encoded forces (None: force_scale)
+                cutoff_envelope: bool = False,         # ln f_cut(r_ij) added to psi's b_ij (not in Eq. 15; see NoiseGenerator)
                 **renamed,                             # sigma: the old name of sigma_p
                ) -> AniDSModel:
     "An `AniDSModel` from named parts."
@@ -472,12 +483,14 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
                 force_mode=force_mode, atomic_energies={int(k): float(v) for k, v in (atomic_energies or {}).items()},
                 energy_scale=float(energy_scale), force_scale=float(force_scale),
                 backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}),
-                direct_stress=bool(direct_stress))
+                direct_stress=bool(direct_stress), cutoff_envelope=bool(cutoff_envelope),
+                force_encoding_scale=None if force_encoding_scale is None else float(force_encoding_scale))
     denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
     learned = method in ("denoisevae", "anids-add", "anids")
     encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
-    generator = NoiseGenerator(method, encoder, sigma_p=sigma_p)
-    return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec)
+    generator = NoiseGenerator(method, encoder, sigma_p=sigma_p, cutoff_envelope=cutoff_envelope)
+    return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec,
+                      force_encoding_scale)
 
 def plain_data(obj, where: str = "extra"):
     """`obj` as what torch's weights-only unpickler reads back: dicts, lists, tuples, str, int, float, bool, None and
@@ -582,6 +595,8 @@ def load_model(path, map_location="cpu") -> AniDSModel:
     else:
         raise ValueError(f"{path} is not an AniDS checkpoint (expected format {CHECKPOINT_FORMAT!r} or an anids Lightning checkpoint)")
     if "sigma" in spec: spec = {**{k: v for k, v in spec.items() if k != "sigma"}, "sigma_p": spec["sigma"]}   # written before the rename
+    # recipes written before these settings: psi's b_ij had the cutoff envelope, and the forces were encoded in force_scale
+    spec = {"cutoff_envelope": True, **spec}
     model = build_model(**spec)
     try:
         model.load_state_dict(state)
@@ -602,7 +617,7 @@ def denoiser_view(data, moved: Corruption, cfg: DenoisingConfig) -> DenoiserView
 
 def algorithm2_view(data, moved: Corruption) -> DenoiserView:
     "Algorithm 2 as printed: the corrupted batch, every structure fitting its clean labels (line 21)."
-    return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps)
+    return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps, a=moved.a)
 
 def _structures_with_moved_atoms(data, moved: Corruption) -> torch.Tensor:
     return torch.zeros(int(data.num_graphs), dtype=torch.bool, device=data.pos.device).index_fill(0, data.batch[moved.atoms], True)
@@ -612,7 +627,7 @@ def unmoved_supervised_view(data, moved: Corruption) -> DenoiserView:
     ones train the denoising terms alone. Moving an atom changes the energy, the stress and its neighbours' forces, so
     the clean labels are not those of the structure the model sees."""
     return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps,
-                        supervised=~_structures_with_moved_atoms(data, moved))
+                        supervised=~_structures_with_moved_atoms(data, moved), a=moved.a)
 
 def noisy_copy_view(data, moved: Corruption) -> DenoiserView:
     """Variant `denoise_copy`: the originals stay clean and fit every label; noisy copies of the structures with moved
@@ -632,7 +647,8 @@ def noisy_copy_view(data, moved: Corruption) -> DenoiserView:
     enc = None if fenc is None else torch.cat([torch.zeros_like(fenc), fenc[atoms]])
     mask = torch.cat([torch.zeros_like(moved.atoms), moved.atoms[atoms]])
     return DenoiserView(both, both.pos, enc, mask, torch.cat([moved.L, moved.L[atoms]]), torch.cat([moved.eps, moved.eps[atoms]]),
-                        supervised=torch.arange(both.num_graphs, device=pos.device) < B)
+                        supervised=torch.arange(both.num_graphs, device=pos.device) < B,
+                        a=None if moved.a is None else torch.cat([moved.a, moved.a[atoms]]))
 
 # %% ../../nbs/method/03_model.ipynb #602e7bcf
 def atoms_batch(atoms_list, dtype=torch.float32):

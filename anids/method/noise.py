@@ -188,6 +188,7 @@ class NoiseGenerator(nn.Module):
                  init_log_c: float = math.log(8.0),  # initial ln c_i
                  min_residual: float = 1e-3,         # floor on 1 - Gamma_i
                  std_range: tuple[float, float] = STD_RANGE,  # bounds (A) on sqrt(a_i), the isotropic base std (see STD_RANGE)
+                 cutoff_envelope: bool = False,      # add ln f_cut(|r_ij|) to b_ij, so gamma_ij -> 0 at the cutoff (not in Eq. 15)
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time
                  **renamed,                          # sigma: the old name of sigma_p
                 ):
@@ -203,6 +204,7 @@ class NoiseGenerator(nn.Module):
         check_edge_chunk_size(edge_chunk_size)
         self.method, self.sigma_p, self.min_residual, self.edge_chunk_size = method, float(sigma_p), min_residual, edge_chunk_size
         self.log_a_range = (2 * math.log(lo), 2 * math.log(hi))
+        self.cutoff_envelope = bool(cutoff_envelope)
         self.learned = learned
         self.encoder = encoder if self.learned else None
         if self.learned:
@@ -252,12 +254,14 @@ class NoiseGenerator(nn.Module):
         return Covariance(cov_matrix, gamma_sum, a)
 
     def _edge_logits(self, i_local, n, h_i, h_j, vec):
-        "b_ij = w1([h_i; h_j; eta(|r_ij|)]) + ln f_cut(|r_ij|) for a set of edges (i_local and n are unused)."
+        """b_ij = w1([h_i; h_j; eta(|r_ij|)]) (Eq. 15), plus ln f_cut(|r_ij|) with `cutoff_envelope`, for a set of edges
+        (i_local and n are unused). Edges at or beyond the cutoff get -inf: the extra edges of a fixed graph change nothing."""
         r = torch.linalg.vector_norm(vec, dim=-1)
         b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
-        fcut = cosine_cutoff(r, self.encoder.cutoff)
-        # gamma_ij -> 0 at the cutoff, and exactly 0 beyond it (-inf: extra edges of a fixed graph change nothing)
-        return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
+        if self.cutoff_envelope:   # gamma_ij -> 0 continuously as a neighbour leaves the radius graph
+            fcut = cosine_cutoff(r, self.encoder.cutoff)
+            return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
+        return (b.masked_fill(r >= self.encoder.cutoff, float("-inf")),)
 
     def forward(self, z, pos, batch=None, cell=None, pbc=None, graph=None) -> Covariance|None:
         return self.covariance(z, pos, batch, cell, pbc, graph)

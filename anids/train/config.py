@@ -3,7 +3,7 @@
 # %% ../../nbs/train/01_config.ipynb #a1c0e001
 "The configuration of a run (`TrainConfig`) and the recipes of the paper's tables (`RECIPES`, `make_config`)."
 from __future__ import annotations
-import inspect
+import inspect, warnings
 from dataclasses import dataclass, fields
 from ..method.model import DenoisingConfig, FORCE_MODES
 from ..method.losses import LossWeights
@@ -86,7 +86,8 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
             raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
         if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
-        if not self.lr >= 0: raise ValueError(f"lr must be >= 0, got {self.lr}")
+        # lr 0 trains nothing while it looks like a run (its checkpoints, scores and model.pt are the initial weights)
+        if not self.lr > 0: raise ValueError(f"lr must be > 0 (the peak learning rate of AdamW), got {self.lr}")
         if not 0 <= self.min_lr_ratio <= 1: raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
         if not 0 <= self.ema_decay < 1: raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
         at_least = dict(weight_decay=0, warmup_epochs=0, grad_clip=0, max_steps=0, threads=0, kl_warmup_threshold=0, neighbour_skin=0,
@@ -239,7 +240,11 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
     cfg.update({k: v for k, v in overrides.items() if v is not None})
     # a shorter run keeps its warm-up in proportion: at most a tenth of the epochs unless it was set explicitly
     if overrides.get("epochs") is not None and overrides.get("warmup_epochs") is None:
-        cfg["warmup_epochs"] = min(cfg.get("warmup_epochs", TrainConfig.warmup_epochs), 0.1 * cfg["epochs"])
+        before = cfg.get("warmup_epochs", TrainConfig.warmup_epochs)
+        cfg["warmup_epochs"] = min(before, 0.1 * cfg["epochs"])
+        if cfg["warmup_epochs"] < before:   # a documented setting changes: say so
+            warnings.warn(f"warmup_epochs shortened from {before:g} to {cfg['warmup_epochs']:g} (a tenth of epochs "
+                          f"{cfg['epochs']}); set warmup_epochs (--warmup-epochs) to keep another", stacklevel=2)
     return TrainConfig(**cfg)
 
 PRETRAIN_BUDGETS = {

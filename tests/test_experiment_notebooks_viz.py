@@ -2,6 +2,7 @@
 and write what they promise: a standalone HTML page and a PNG; results/case_study.json and
 results/physical_covariance.json with their keys; the figures."""
 import json
+import re
 from pathlib import Path
 import pytest
 
@@ -22,6 +23,19 @@ def _papermill(nb, out, params):
                                progress_bar=False)
 
 
+def test_notebooks_extra_is_enough():
+    """`pip install -e ".[notebooks]"` runs every notebook and nbdev_export: it holds nbdev, the viewer's and the report's
+    packages, and all that the data, pre-training and materials extras bring (RDKit and tblite for the named molecules,
+    PySCF, qm9pack, lmdb)."""
+    try: import tomllib
+    except ModuleNotFoundError: import tomli as tomllib
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    name = lambda req: re.match(r"[A-Za-z0-9_.-]+", req).group(0).lower().replace("_", "-")
+    notebooks = {name(r) for r in extras["notebooks"]}
+    assert {"nbdev", "papermill", "py3dmol", "jupyterlab", "rdkit", "tblite", "pandas"} <= notebooks
+    assert {name(r) for k in ("data", "pretrain", "materials") for r in extras[k]} <= notebooks
+
+
 def test_checkpoints_are_small_and_documented():
     for method in ("anids", "denoisevae"):
         ck = CHECKPOINTS / f"pretrain_painn_demo_{method}.pt"
@@ -32,33 +46,46 @@ def test_checkpoints_are_small_and_documented():
         assert prov["sha256"] and "make_case_study_checkpoints" in prov["reproduce"]
 
 
+def _calls(page, name):   # the view's own commands (an embedded 3Dmol.js holds these names too)
+    return len(re.findall(rf"viewer_\d+\.{name}\(", page))
+
+
 def test_covariance_viewer_molecule_with_default_checkpoint(tmp_path):
     html, png = tmp_path / "fig" / "eth.html", tmp_path / "fig" / "eth.png"
-    _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
-               dict(structure="ethanol", optimise=False, atoms=["C", "O"], arrows="all", html=str(html), png=str(png)))
+    out = _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
+                     dict(structure="ethanol", optimise=False, atoms=["C", "O"], arrows="all", html=str(html), png=str(png)))
     page = html.read_text()
-    assert page.startswith("<html>") and page.count("addCustom") == 3 and page.count("addArrow") == 3 * 6
+    assert page.startswith("<html>") and _calls(page, "addCustom") == 3 and _calls(page, "addArrow") == 3 * 6
     assert "setHoverable" in page and "pretrain_painn_demo_anids.pt" in page
     assert png.stat().st_size > 10_000
+    # the run says where the page takes 3Dmol.js from; the page frames the structure and says so where it cannot load
+    printed = "".join("".join(o.get("text", "")) for c in out["cells"] for o in c.get("outputs", []))
+    assert "3Dmol.js: embedded from" in printed or "3Dmol.js: loaded from https://" in printed
+    assert 'zoomTo({"model": 1})' in page and _calls(page, "zoom") == 1 and 'id="anids3dmolmessage_' in page
 
 
 def test_covariance_viewer_offline_page(tmp_path):
-    """With js_file the page embeds the given 3Dmol.js and never loads the CDN copy."""
+    """With js_file the page embeds the given 3Dmol.js and never names the CDN."""
     html, js = tmp_path / "w.html", tmp_path / "3Dmol-min.js"
     js.write_text("window.$3Dmol = {marker: 'local copy'};")
     _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
                dict(structure="H2O", checkpoint=None, html=str(html), png=str(tmp_path / "w.png"), js_file=str(js)))
     page = html.read_text()
-    assert "local copy" in page and page.index("local copy") < page.index("$3Dmolpromise = Promise.resolve()")
-    assert page.count("addCustom") == 3
+    assert "local copy" in page and page.index("local copy") < page.index("Promise.resolve()") < page.index("typeof $3Dmolpromise")
+    assert _calls(page, "addCustom") == 3 and "http" not in page
+    assert "Starting the 3D view (3Dmol.js embedded from 3Dmol-min.js)" in page   # shown until the viewer runs
 
 
 def test_covariance_viewer_crystal_untrained_with_images(tmp_path):
     html, png = tmp_path / "pdo.html", tmp_path / "pdo.png"
     _papermill(NBS / "covariance_viewer.ipynb", tmp_path / "out.ipynb",
-               dict(structure="pdo", checkpoint=None, images=True, arrows=False, html=str(html), png=str(png)))
+               dict(structure="pdo", checkpoint=None, images=True, arrows=False, html=str(html), png=str(png), js_file=None))
     page = html.read_text()
-    assert page.count("addCylinder") == 12 and page.count("addCustom") > 18 and "untrained generator" in page
+    assert _calls(page, "addCylinder") == 12 and _calls(page, "addCustom") > 18 and "untrained generator" in page
+    # without a local 3Dmol.js (js_file=None) the page loads the CDN copy and, until it has, shows what to do
+    assert re.search(r"loadScriptAsync\('https://cdn\.jsdelivr\.net/npm/3dmol@[\d.]+/build/3Dmol-min\.js'\)", page)
+    message = re.search(r'<div id="anids3dmolmessage_\d+"[^>]*>([^<]*)</div>', page).group(1)
+    assert "If this message stays" in message and "fetch_3dmol_js()" in message and "ANIDS_3DMOL_JS" in message
     assert png.is_file()
 
 

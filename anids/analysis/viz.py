@@ -9,7 +9,8 @@ from ase import Atoms
 from .covariance import anisotropy, check_covariances, principal_axes, select_atoms
 
 # %% auto #0
-__all__ = ['anisotropy_colors', 'covariance_spec', 'ellipsoid_mesh', 'cell_edges', 'covariance_view', 'write_html',
+__all__ = ['anisotropy_colors', 'covariance_spec', 'ellipsoid_mesh', 'cell_edges', 'py3dmol_default_js', 'py3dmol_js_version',
+           'default_3dmol_js', 'fetch_3dmol_js', 'resolve_3dmol_js', 'CovarianceView', 'covariance_view', 'write_html',
            'plot_covariances']
 
 # %% ../../nbs/analysis/02_viz.ipynb #f9ba2927
@@ -127,6 +128,9 @@ def cell_edges(cell) -> list[tuple[list[float], list[float]]]:
 
 # %% ../../nbs/analysis/02_viz.ipynb #a953eda6
 _ARROW_COLORS = ("#d62728", "#2ca02c", "#1f77b4")   # smallest, middle, largest eigenvalue
+_FIT_PAD = 0.25       # A beyond the outermost point drawn: atom spheres (0.16 A), arrow heads, cell cylinders
+_FIT_ASPECT = 1.25    # width / height that the framing assumes at least (the page's viewer is wider than that)
+_HALF_FOV = math.radians(10.0)   # 3Dmol.js's perspective camera: a vertical field of view of 20 degrees
 
 def _xyz_block(symbols, positions) -> str:
     lines = [str(len(symbols)), "AniDS covariance view"]
@@ -136,15 +140,171 @@ def _xyz_block(symbols, positions) -> str:
 def _vec(p, digits: int = 3) -> dict:
     return {"x": round(float(p[0]), digits), "y": round(float(p[1]), digits), "z": round(float(p[2]), digits)}
 
+def py3dmol_default_js() -> str:
+    "The address py3Dmol loads 3Dmol.js from when a page embeds none (its CDN)"
+    import inspect
+    import py3Dmol
+    return str(inspect.signature(py3Dmol.view.__init__).parameters["js"].default)
+
+def py3dmol_js_version() -> str:
+    "The 3Dmol.js version the installed py3Dmol is written for (read from the address it loads 3Dmol.js from by default)."
+    import re
+    url = py3dmol_default_js()
+    m = re.search(r"3dmol@([0-9][\w.+-]*)/", url)
+    if m is None: raise RuntimeError(f"cannot read the 3Dmol.js version from py3Dmol's default address {url!r}")
+    return m.group(1)
+
+def default_3dmol_js(version: str|None = None) -> Path:
+    "Where `fetch_3dmol_js` puts 3Dmol.js and views look for it: build/3dmol/ of the checkout (else of the working folder)."
+    from anids.provenance import repo_root
+    return (repo_root() or Path.cwd()) / "build" / "3dmol" / f"3Dmol-{version or py3dmol_js_version()}-min.js"
+
+def fetch_3dmol_js(dest=None,              # where to write 3Dmol-min.js (None: default_3dmol_js())
+                   version: str|None = None,  # 3Dmol.js version (None: the one the installed py3Dmol is written for)
+                  ) -> Path:
+    """Bring in 3Dmol.js once, for pages that open offline: `build/3Dmol-min.js` of the npm package `3dmol` (BSD-3-Clause),
+    through `npm pack` (npm checks the package against the registry's checksum), with its licence files beside it."""
+    import shutil, subprocess, tarfile, tempfile
+    version = version or py3dmol_js_version()
+    dest = Path(dest) if dest is not None else default_3dmol_js(version)
+    npm = shutil.which("npm")
+    if npm is None: raise RuntimeError(f"npm not found: install Node.js with npm, or put build/3Dmol-min.js of the npm "
+                                       f"package 3dmol@{version} at {dest} (or point ANIDS_3DMOL_JS at it)")
+    with tempfile.TemporaryDirectory() as tmp:
+        run = subprocess.run([npm, "pack", f"3dmol@{version}", "--pack-destination", tmp], cwd=tmp, capture_output=True, text=True)
+        tgz = sorted(Path(tmp).glob("3dmol-*.tgz"))
+        if run.returncode != 0 or not tgz:
+            last = (run.stderr.strip().splitlines() or [f"exit status {run.returncode}"])[-1]
+            raise RuntimeError(f"npm pack 3dmol@{version} failed: {last}")
+        files = {"package/build/3Dmol-min.js": dest, "package/LICENSE": dest.with_name(f"{dest.stem}.LICENSE"),
+                 "package/build/3Dmol-min.js.LICENSE.txt": dest.with_name(f"{dest.stem}.js.LICENSE.txt")}
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(tgz[0]) as tar:
+            for member, target in files.items():
+                data = tar.extractfile(member).read()
+                part = target.with_name(target.name + ".part")     # renamed into place: never a half-written library
+                part.write_bytes(data); part.replace(target)
+    _check_3dmol_js(dest)
+    return dest
+
+def _check_3dmol_js(path: Path) -> str:
+    if not path.is_file(): raise FileNotFoundError(f"3Dmol.js file {path} not found (fetch_3dmol_js() brings it in with "
+                                                   "npm, or take build/3Dmol-min.js of the npm package 3dmol: `npm pack 3dmol`)")
+    code = path.read_text(encoding="utf-8")
+    if "$3Dmol" not in code: raise ValueError(f"{path} does not look like 3Dmol.js (no '$3Dmol' in it)")
+    return code
+
+def resolve_3dmol_js(js_file="auto") -> Path|None:
+    """The local 3Dmol.js a page embeds: `js_file` itself (it must exist), or for "auto" $ANIDS_3DMOL_JS (it must exist)
+    or the copy `fetch_3dmol_js` made, if there is one; None: the page loads 3Dmol.js from the network."""
+    import os
+    if js_file is None: return None
+    if isinstance(js_file, str) and js_file == "auto":
+        env = os.environ.get("ANIDS_3DMOL_JS")
+        if env: js_file = Path(env)
+        else:
+            default = default_3dmol_js()
+            return default if default.is_file() else None
+    js_file = Path(js_file)
+    _check_3dmol_js(js_file)
+    return js_file
+
+class CovarianceView:
+    """A py3Dmol view (`.view`) made by `covariance_view`, as HTML that needs nothing from the network when 3Dmol.js is
+    embedded (`js_file`), with a caption above the canvas and a visible message where 3Dmol.js does not load.
+    Displays itself in Jupyter; `write_html` writes it as a page. Other attributes are the py3Dmol view's."""
+    def __init__(self, view, js_file: Path|None, js_url: str, caption: str, width: int, height: int, frame: dict):
+        self.__dict__.update(view=view, js_file=js_file, js_url=js_url, caption=caption, width=width, height=height, frame=frame)
+
+    def __getattr__(self, name):   # setStyle, addLabel, ...: the py3Dmol view's commands
+        if name.startswith("__"): raise AttributeError(name)
+        return getattr(self.__dict__["view"], name)
+
+    @property
+    def js_source(self) -> str:
+        "Where the page takes 3Dmol.js from, in words"
+        return (f"embedded from {self.js_file} (the page works offline)" if self.js_file is not None else
+                f"loaded from {self.js_url} when the page opens (needs the network; fetch_3dmol_js() makes a local copy)")
+
+    def html(self, width: str|None = None, height: str|None = None) -> str:
+        "The view as an HTML fragment: caption, load message, 3Dmol.js (embedded or loaded), the viewer (CSS sizes)"
+        import html as _html
+        v = self.view
+        body = v._make_html()   # py3Dmol's viewer div and script; fixes the view's id (v.uniqueid)
+        uid = v.uniqueid
+        box = f'style="position: relative; width: {self.width}px; height: {self.height}px;"'
+        if body.count(box) != 1: raise RuntimeError("unexpected py3Dmol page layout: cannot size the viewer")
+        if width or height:
+            body = body.replace(box, f'style="position: relative; width: {width or f"{self.width}px"}; '
+                                     f'height: {height or f"{self.height}px"};"')
+        if self.js_file is not None:
+            code = _check_3dmol_js(self.js_file).replace("</script", "<\\/script")
+            # py3Dmol loads 3Dmol.js only while $3Dmolpromise is undefined: with the library defined here, a settled
+            # promise keeps the page off the network (rejected where the embedded library did not run)
+            lib = (f"<script>\n{code}\n</script>\n<script>\nvar $3Dmolpromise = (typeof $3Dmol !== 'undefined') ? "
+                   "Promise.resolve() : Promise.reject(new Error('the embedded 3Dmol.js did not run'));\n</script>\n")
+            wait = (f"Starting the 3D view (3Dmol.js embedded from {self.js_file.name})... If this message stays, this "
+                    "browser could not run 3Dmol.js (JavaScript or WebGL switched off?).")
+        else:
+            lib = ""
+            wait = (f"Loading 3Dmol.js from {self.js_url}... If this message stays, the 3D view cannot be drawn: offline, "
+                    "this page needs 3Dmol.js embedded. Run anids.analysis.viz.fetch_3dmol_js() once (npm), or point "
+                    "ANIDS_3DMOL_JS at a 3Dmol-min.js, then make the page again.")
+        msg_id = f"anids3dmolmessage_{uid}"
+        done = (f"<script>\n$3Dmolpromise.then(function() {{\n  var box = document.getElementById('3dmolviewer_{uid}');\n"
+                f"  if (typeof $3Dmol !== 'undefined' && box && box.querySelector('canvas')) {{\n"
+                f"    var m = document.getElementById('{msg_id}'); if (m) m.remove();\n  }}\n"
+                f"}}, function(err) {{\n  var m = document.getElementById('{msg_id}');\n"
+                f"  if (m) m.textContent = '3D view not shown: ' + err.message + '.';\n}});\n</script>\n")
+        caption = (f'<div style="font-size: 12px; padding: 2px 4px 4px 4px;">{_html.escape(self.caption)}</div>\n'
+                   if self.caption else "")
+        return (f'<div style="font-family: sans-serif;">\n{caption}'
+                f'<div id="{msg_id}" style="background-color: #ffcccc; color: black; padding: 6px; font-size: 13px;">'
+                f"{_html.escape(wait)}</div>\n{lib}{body}\n{done}</div>\n")
+
+    def _repr_html_(self) -> str: return self.html()
+
+    def write_html(self, f=None) -> str|None:
+        "The standalone page (a string), or written to the file `f`"
+        page = _page(self)
+        if f is None: return page
+        Path(f).write_text(page, encoding="utf-8")
+
+def _page(view: CovarianceView) -> str:
+    import html as _html
+    # the viewer fills the window's width and is never taller than wide: the structure is framed for the view's
+    # height (3Dmol.js fits the vertical field of view)
+    body = view.html(width="100%", height="min(calc(100vh - 70px), 75vw)")
+    return (f'<html>\n<head><meta charset="utf-8"><title>{_html.escape(view.caption or "AniDS covariance view")}</title></head>\n'
+            f'<body style="margin: 0; padding: 8px;">\n{body}</body>\n</html>\n')
+
+def _frame(points: np.ndarray, aspect: float) -> dict:
+    """Centre, half-height `radius` and `depth` (3D radius) of the first view of `points`, the six marks zoomTo fits,
+    and the zoom after zoomTo: a point at d from the centre, seen from the camera's distance D = radius / tan(10 deg),
+    is drawn at d_y D / (D - d_z) from the middle, inside radius where radius >= |d_y| + d_z tan(10 deg)."""
+    lo, hi = points.min(0), points.max(0)
+    center = (lo + hi) / 2
+    d = points - center
+    t = math.tan(_HALF_FOV)
+    radius = float(np.max(np.maximum(np.abs(d[:, 1]), np.abs(d[:, 0]) / aspect) + d[:, 2] * t)) + _FIT_PAD * (1 + t)
+    depth = float(np.linalg.norm(d, axis=1).max()) + _FIT_PAD
+    marks = center + np.array([[radius, 0, 0], [-radius, 0, 0], [0, radius, 0], [0, -radius, 0], [0, 0, depth], [0, 0, -depth]])
+    # zoomTo: centre = mean of the marks, radius = the farthest mark (at least 5 A), fitted to the view's height
+    return dict(center=center.tolist(), radius=radius, depth=depth, marks=marks.tolist(),
+                zoom=max(5.0, radius, depth) / radius)
+
 def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None, scale="auto", selection=None,
                     arrows: str|bool = False,     # False | "all" | "smallest" (True = "all")
                     show_cell: bool = True,       # draw the unit cell of periodic structures
                     images: bool = False,         # periodic images near the faces
                     opacity: float = 0.55, hover: bool = True, labels: bool = False,
-                    width: int = 640, height: int = 480, js: str|None = None, mesh_resolution: int = 8,
+                    width: int = 640, height: int = 480,
+                    js: str|None = None,          # address of 3Dmol.js where none is embedded (None: py3Dmol's CDN)
+                    js_file="auto",               # local 3Dmol-min.js to embed: a path, "auto" (see resolve_3dmol_js) or None
+                    mesh_resolution: int = 8,
                     vmax: float|None = None, title: str|None = None,
-                    zoom="auto",                  # zoom factor after fitting the atoms ("auto": enlarge small molecules)
-                   ):
+                    zoom: float = 1.0,            # zoom after framing (1: atoms, ellipsoids, arrows and cell just fit)
+                   ) -> CovarianceView:
     "A py3Dmol view of `atoms` with one ellipsoid per selected atom (from `spec`, or made from `cov_matrix`)."
     import py3Dmol
     if spec is None:
@@ -152,6 +312,10 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
         spec = covariance_spec(atoms, cov_matrix, scale=scale, selection=selection, images=images, vmax=vmax)
     if arrows is True: arrows = "all"
     if arrows not in (False, None, "all", "smallest"): raise ValueError(f"arrows must be False, 'all' or 'smallest', got {arrows!r}")
+    if not (isinstance(width, int) and isinstance(height, int) and width > 0 and height > 0):
+        raise ValueError(f"width and height must be positive integers (pixels), got {width!r}, {height!r}")
+    if not (isinstance(zoom, (int, float)) and zoom > 0 and math.isfinite(zoom)): raise ValueError(f"zoom must be a positive number, got {zoom!r}")
+    js_path = resolve_3dmol_js(js_file)
     periodic = bool(np.any(atoms.pbc))
     pos = atoms.get_positions(wrap=periodic)
     symbols = atoms.get_chemical_symbols()
@@ -163,12 +327,15 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
     for e in spec:
         if e["image"] != [0, 0, 0]:
             model_syms.append(e["element"]); model_pos.append(np.asarray(e["center"])); model_labels.append(e["label"])
-    kw = {} if js is None else {"js": js}
-    view = py3Dmol.view(width=width, height=height, **kw)
+    js_url = js if js is not None else py3dmol_default_js()
+    # with 3Dmol.js embedded, py3Dmol's loader never runs: it gets the local file's name, not the CDN's address
+    view = py3Dmol.view(width=width, height=height, js=js_path.name if js_path is not None else js_url)
     view.addModel(_xyz_block(model_syms, model_pos), "xyz")
-    view.setStyle({}, {"stick": {"radius": 0.07, "colorscheme": "Jmol"}, "sphere": {"radius": 0.16, "colorscheme": "Jmol"}})
+    view.setStyle({"model": 0}, {"stick": {"radius": 0.07, "colorscheme": "Jmol"}, "sphere": {"radius": 0.16, "colorscheme": "Jmol"}})
+    drawn = [np.asarray(model_pos, dtype=np.float64).reshape(-1, 3)]   # every point drawn, for the framing below
     for e in spec:
         m = ellipsoid_mesh(e["center"], e["axes"], e["radii"], n_lat=mesh_resolution, n_lon=2 * mesh_resolution)
+        drawn.append(m["vertices"])
         view.addCustom({"vertexArr": [_vec(v) for v in m["vertices"]], "normalArr": [_vec(v, 2) for v in m["normals"]],
                         "faceArr": m["faces"].reshape(-1).tolist(), "color": e["color"], "opacity": opacity})
         if arrows:
@@ -176,13 +343,15 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
                 c, a = np.asarray(e["center"]), np.asarray(e["axes"][k])
                 length = max(1.35 * e["radii"][k], 0.15)
                 for sgn in (1, -1):
-                    view.addArrow({"start": _vec(c), "end": _vec(c + sgn * length * a), "radius": 0.025,
+                    drawn.append((c + sgn * length * a)[None])
+                    view.addArrow({"start": _vec(c), "end": _vec(drawn[-1][0]), "radius": 0.025,
                                    "radiusRatio": 2.0, "mid": 0.8, "color": _ARROW_COLORS[k]})
     if periodic and show_cell:
         for a, b in cell_edges(atoms.cell):
+            drawn.append(np.array([a, b]))
             view.addCylinder({"start": _vec(a), "end": _vec(b), "radius": 0.03, "color": "#444444", "fromCap": 1, "toCap": 1})
     if hover:
-        view.setHoverable({}, True,
+        view.setHoverable({"model": 0}, True,
             "function(atom, viewer, event, container) { var L = " + json.dumps(model_labels) + ";"
             " if (!atom.label) { atom.label = viewer.addLabel(L[atom.index], {position: atom, backgroundColor: 'black',"
             " fontColor: 'white', fontSize: 12, backgroundOpacity: 0.8}); } }",
@@ -191,43 +360,29 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
         for e in spec:
             view.addLabel(f"{e['element']}{e['index']}", {"position": _vec(e["center"]), "fontSize": 11,
                           "backgroundOpacity": 0.5, "inFront": True})
-    if spec:
-        text = (title + " | " if title else "") + f"colour: anisotropy 1 .. {spec[0]['vmax']:.2f} (viridis, log); " \
-               f"radius = {spec[0]['scale']:.3g} x sqrt(eigenvalue)"
-        view.addLabel(text, {"position": {"x": 5, "y": 5, "z": 0}, "useScreen": True, "fontSize": 11,
-                             "fontColor": "black", "backgroundColor": "white", "backgroundOpacity": 0.8})
-    view.zoomTo({"model": 0})
-    if zoom == "auto":      # 3Dmol.js never zooms in below a 5 A radius, which leaves small molecules tiny
-        allpos = np.asarray(model_pos)
-        radius = float(np.linalg.norm(allpos - allpos.mean(0), axis=1).max()) + 0.8
-        zoom = min(3.0, max(1.0, 5.0 / radius))
-    if float(zoom) != 1.0: view.zoom(float(zoom))
-    return view
+    # the caption goes above the canvas (CovarianceView.html), where it covers nothing
+    caption = (title + " | " if title else "") + (f"colour: anisotropy 1 .. {spec[0]['vmax']:.2f} (viridis, log); "
+               f"radius = {spec[0]['scale']:.3g} x sqrt(eigenvalue)" if spec else "no ellipsoids")
+    # Framing: 3Dmol.js's zoomTo fits the atoms of a selection, not shapes, and never a radius below 5 A. The view
+    # computes the half-height `radius` at which everything drawn (atoms, ellipsoid meshes, arrows, cell) just fits the
+    # first view (looking down -z, y up) in perspective, puts six invisible atoms (a second model) at +-radius along x
+    # and y and at +-(the 3D radius of everything) along z, lets zoomTo fit those, and zooms by the ratio: the slab that
+    # zoomTo sets then holds everything whichever way the structure is turned.
+    frame = _frame(np.concatenate(drawn), min(_FIT_ASPECT, width / height))
+    view.addModel(_xyz_block(["H"] * 6, frame["marks"]), "xyz")
+    view.setStyle({"model": 1}, {})
+    view.zoomTo({"model": 1})
+    view.zoom(frame["zoom"] * float(zoom))
+    return CovarianceView(view, js_path, js_url, caption, width, height, frame)
 
-def write_html(view, path,
-               js_file=None,   # local 3Dmol-min.js to embed (None: $ANIDS_3DMOL_JS if set, else load from the CDN)
-              ) -> Path:
-    "Write a standalone HTML page of a py3Dmol view (creating parent folders); returns the path."
-    import io, os
+def write_html(view: CovarianceView, path) -> Path:
+    "Write a standalone HTML page of a view made by `covariance_view` (creating parent folders); returns the path."
+    if not isinstance(view, CovarianceView):
+        raise TypeError(f"write_html writes views made by covariance_view, got {type(view).__name__}")
     path = Path(path)
-    js_file = js_file if js_file is not None else (os.environ.get("ANIDS_3DMOL_JS") or None)
-    buf = io.StringIO()
-    view.write_html(buf)
-    page = buf.getvalue()
-    if js_file is not None:
-        js_file = Path(js_file)
-        if not js_file.is_file(): raise FileNotFoundError(f"3Dmol.js file {js_file} not found (get build/3Dmol-min.js "
-                                                          "from the npm package 3dmol, e.g. `npm pack 3dmol`)")
-        code = js_file.read_text()
-        if "$3Dmol" not in code: raise ValueError(f"{js_file} does not look like 3Dmol.js (no '$3Dmol' in it)")
-        # py3Dmol's page loads the library only while $3Dmolpromise is undefined: define the library inline and
-        # a resolved promise first, so the page never touches the network
-        inline = ("<script>\n" + code.replace("</script", "<\\/script") + "\n</script>\n"
-                  "<script>var $3Dmolpromise = Promise.resolve();</script>\n")
-        if not page.startswith("<html>"): raise RuntimeError("unexpected py3Dmol page layout: cannot embed 3Dmol.js")
-        page = "<html>\n" + inline + page[len("<html>"):]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(page)
+    part = path.with_name(path.name + ".part")     # renamed into place: never a half-written page
+    part.write_text(_page(view), encoding="utf-8"); part.replace(path)
     return path
 
 # %% ../../nbs/analysis/02_viz.ipynb #f2ce2c0d

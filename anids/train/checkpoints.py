@@ -96,7 +96,7 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
         if config.train_generator is False:
             raise ValueError(f"method {config.method!r} with a frozen generator needs pre-trained generator weights "
                              "(pretrained=..., --pretrained); without them psi would stay at its random initial weights. "
-                             "Set train_generator=True (--train-generator true) to train psi jointly instead (Algorithm 2; "
+                             "Set train_generator=True (--train-generator) to train psi jointly instead (Algorithm 2; "
                              "the paper's MD17 and rMD17 rows fine-tune a pre-trained psi, frozen)")
         return True
     if not has_trained_generator(src, config):
@@ -104,5 +104,5 @@ def generator_scheme(config: TrainConfig, src: AniDSModel|None = None, pretraine
         raise ValueError(f"{pretrained} holds no trained {config.method!r} generator with generator preset "
                          f"{config.generator_preset!r} (it was made with method {src.method!r}, generator preset "
                          f"{src.spec.get('generator_preset')!r}); pre-train one, or set train_generator=True "
-                         "(--train-generator true) to train a fresh generator jointly")
+                         "(--train-generator) to train a fresh generator jointly")
     return False if config.train_generator is None else bool(config.train_generator)

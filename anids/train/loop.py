@@ -3,14 +3,16 @@
 # %% ../../nbs/train/04_fit.ipynb #8d1ae4b9
 "A whole run (`fit`): data statistics, model, pre-trained weights, Lightning's loop, the scores and the files it writes."
 from __future__ import annotations
-import inspect, json, math, sys, time
+import inspect, json, math, os, random, signal, socket, sys, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import ase.data, warnings
+import numpy as np
 import torch
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch_geometric.loader import DataLoader
 from torch.utils.data import DataLoader as TorchDataLoader
 from ..method.model import (AniDSModel, build_model, save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS,
@@ -24,9 +26,11 @@ from .fast import (FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_gra
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 
 # %% auto #0
-__all__ = ['RESUME_LOG_BACKUP', 'DIVERGED_FILE', 'force_rms', 'output_scale', 'elements_missing_from_training', 'make_out_dir',
-           'size_buckets', 'training_indices', 'prepare_training', 'TrainingClock', 'RunProgress', 'loss_spikes',
-           'run_callbacks', 'make_trainer', 'train_loop', 'score', 'fit']
+__all__ = ['RUN_LOCK', 'DIVERGED_FILE', 'RUN_FILES', 'RESUME_LOG_BACKUP', 'RESUME_SETTINGS', 'force_rms', 'output_scale',
+           'elements_missing_from_training', 'make_out_dir', 'RunFolderError', 'RunWriteError', 'RunInterrupted',
+           'run_files', 'RunClaim', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training',
+           'TrainingClock', 'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks',
+           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -87,7 +91,7 @@ def elements_missing_from_training(train_set, evaluated: dict, allow: bool = Fal
                "untrained embedding, so the errors there mean nothing")
         if not allow:
             raise ValueError(msg + ". Add structures with it to the training set, or allow it with "
-                             "allow_unseen_elements=True (--allow-unseen-elements true)")
+                             "allow_unseen_elements=True (--allow-unseen-elements)")
         warnings.warn(msg + " (allowed by allow_unseen_elements)", stacklevel=3)
     return found
 
@@ -106,6 +110,120 @@ def _set_names(extra: dict|None) -> tuple[str, str]:
     e = extra or {}
     val = e.get("val_file") or (f"split off {e['train_file']}" if e.get("train_file") else None)
     return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
+
+# %% ../../nbs/train/04_fit.ipynb #a74811c4
+RUN_LOCK = ".anids-run.lock"
+"The lock file of the run writing to a folder (its process id and host); removed when the run ends."
+DIVERGED_FILE = "diverged.json"
+"Written into a run's folder (instead of metrics.json) when its training diverges."
+RUN_FILES = ("metrics.json", "model.pt", DIVERGED_FILE)
+"The files beside `checkpoints/` that say a folder holds a run (finished, or diverged)."
+
+class RunFolderError(ValueError):
+    "The run's folder is in use by another run, or holds one, or holds a dead run's lock: one line saying which."
+
+class RunWriteError(OSError):
+    "A file of a run could not be written (a full disk, ...): one line naming the file and its folder."
+
+class RunInterrupted(KeyboardInterrupt):
+    "A run stopped by Ctrl-C (SIGINT) during its training; the message says where its last checkpoint is."
+
+def _write_failed(e: BaseException) -> bool:
+    "Whether `e` is a failed write: an OSError (ENOSPC, EIO, ...) or torch's RuntimeError from its writer ('file write failed')."
+    return isinstance(e, OSError) or (isinstance(e, RuntimeError) and "writ" in str(e).lower())
+
+def _atomic_write(path, write) -> Path:
+    """Write the file `path` as `write(tmp)` does at a temporary name in the same folder, then rename it to `path`
+    (`os.replace`, atomic within one filesystem): a reader, or a run killed midway, sees the old file or the new one,
+    never part of one, and no temporary file lands elsewhere (a rename across filesystems would be a copy). A failed
+    write (a full disk: OSError, or torch's RuntimeError) removes the temporary file, keeps the old one, and is one
+    `RunWriteError` naming the file and its folder. (`anids.method.model` is to have a public one: this is the train layer's.)"""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f: os.fsync(f.fileno())   # on the disk before the rename makes it the file
+        os.replace(tmp, path)
+    except BaseException as e:
+        tmp.unlink(missing_ok=True)
+        if not _write_failed(e): raise
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
+        raise RunWriteError(f"could not write {path.name} in {path.parent}: {reason}; the files written there "
+                            "before are intact and no partial file is left") from None
+    return path
+
+def _write_json(path, data) -> Path:
+    text = json.dumps(data, indent=2, default=str)
+    return _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+
+def _pid_alive(pid: int) -> bool:
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True   # another user's process
+    return True
+
+def _lock_owner(lock: Path) -> tuple[int|None, str]:
+    "(process id, host) written in a lock file; (None, '') for one that cannot be read."
+    try: pid, host = (lock.read_text().split() + [""])[:2]; return int(pid), host
+    except (OSError, ValueError): return None, ""
+
+def run_files(out_dir) -> list[str]:
+    "The files of a run that `out_dir` holds: metrics.json, model.pt, diverged.json, checkpoints/*.ckpt."
+    out_dir = Path(out_dir)
+    return ([n for n in RUN_FILES if (out_dir / n).is_file()]
+            + sorted(f"checkpoints/{p.name}" for p in (out_dir / "checkpoints").glob("*.ckpt")))
+
+class RunClaim:
+    "A run's claim on its folder (`claim_out_dir`): `release` (or leaving the `with` block) removes the lock it made."
+    def __init__(self, out_dir: Path, owned: bool, made: bool = False): self.out_dir, self.owned, self.made = out_dir, owned, made
+    def release(self):
+        if not self.owned: return
+        (self.out_dir / RUN_LOCK).unlink(missing_ok=True); self.owned = False
+        if self.made and self.out_dir.is_dir() and not any(self.out_dir.iterdir()): self.out_dir.rmdir()   # nothing was written
+    def __enter__(self): return self
+    def __exit__(self, *exc): self.release()
+
+def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
+    """Claim `out_dir` for one run: the lock file `RUN_LOCK` is created exclusively (O_EXCL, atomic), so of two runs
+    started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
+    the run resumes (`resume`) or `overwrite` replaces it (its metrics.json, model.pt, diverged.json and checkpoints go;
+    the logs stay, a new version). A lock of this process is no second claim (anids-train claims before it reads the
+    data, then `fit`); one of a process that no longer runs (a killed run) is named in the error. Ranks other than 0
+    of a multi-process run claim nothing: rank 0 holds the folder."""
+    from lightning.fabric.utilities.rank_zero import _get_rank
+    if resume is not None and overwrite: raise ValueError("resume and overwrite contradict each other: a run either goes on or starts again")
+    out_dir = Path(out_dir)
+    made = not out_dir.exists()
+    make_out_dir(out_dir)
+    if (_get_rank() or 0) != 0: return RunClaim(out_dir, owned=False)
+    lock = out_dir / RUN_LOCK
+    try:
+        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+    except FileExistsError:
+        pid, host = _lock_owner(lock)
+        here = host in ("", socket.gethostname())
+        if pid == os.getpid() and here: return RunClaim(out_dir, owned=False)
+        if pid is not None and (not here or _pid_alive(pid)):
+            raise RunFolderError(f"{out_dir} is in use by another run (process {pid}{'' if here else ' on ' + host}, lock "
+                                 f"file {lock}): wait for it to end, or choose another output folder") from None
+        raise RunFolderError(f"{out_dir} holds the lock file {lock} of process {pid}, which no longer runs (a run that was "
+                             f"killed): if no other run writes there, remove it (rm {lock}) and run again") from None
+    with os.fdopen(fd, "w") as f: f.write(f"{os.getpid()} {socket.gethostname()}\n")
+    claim = RunClaim(out_dir, owned=True, made=made)
+    try:
+        found = run_files(out_dir)
+        if found and resume is None:
+            if not overwrite:
+                raise RunFolderError(f"{out_dir} holds a run ({', '.join(found)}): resume it (resume='last', --resume last), "
+                                     "replace it (overwrite=True, --overwrite) or choose another output folder")
+            for name in found: (out_dir / name).unlink()
+        # temporary files of writes that a kill cut short (their process is gone)
+        for tmp in [*out_dir.glob(".*.tmp"), *(out_dir / "checkpoints").glob(".*.tmp")]:
+            pid = tmp.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not _pid_alive(int(pid)): tmp.unlink(missing_ok=True)
+    except BaseException:
+        claim.release(); raise
+    return claim
 
 # %% ../../nbs/train/04_fit.ipynb #a4598d98
 def size_buckets(train_set, config: TrainConfig) -> SizeBuckets|None:
@@ -191,7 +309,7 @@ def prepare_training(train_set, config: TrainConfig,
                 # still Algorithm 2 with psi frozen, but for these atoms psi's element embedding never learned anything
                 warnings.warn(f"the frozen generator from {pretrained} was pre-trained without {', '.join(unseen)}: for those "
                               "atoms Sigma_i comes from an element embedding at its initial weights. Train psi jointly "
-                              "(train_generator=True, --train-generator true) or pre-train on data with these elements",
+                              "(train_generator=True, --train-generator) or pre-train on data with these elements",
                               stacklevel=2)
                 info["generator_unseen_elements"] = unseen
             # frozen psi: Sigma_i of every training structure depends on the clean structure only; compute it once
@@ -286,6 +404,40 @@ def _merge_resumed_log(path: Path, old_text: str):
     with open(path, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=keys); w.writeheader(); w.writerows(keep + new)
 
+# %% ../../nbs/train/04_fit.ipynb #6510b7a6
+class RandomStreams(L.Callback):
+    """The random streams of a run, kept in its checkpoints and put back on resuming: torch's global generator (on the
+    CPU and every CUDA device), numpy's and Python's. They draw everything random in a step (which structures and atoms
+    move, eps_i: `AniDSModel.corrupt` draws from torch's global generator) and each epoch's shuffling (a shuffling
+    DataLoader, `SizeBuckets`, take their seed from it), so a run stopped at a checkpoint and resumed goes on with the
+    draws the run left alone makes. A checkpoint holds plain data only (`read_checkpoint` reads it weights-only)."""
+    def state_dict(self) -> dict:
+        np_state = np.random.get_state(legacy=False)
+        return {"torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else [],
+                "numpy": {"bit_generator": np_state["bit_generator"], "key": np_state["state"]["key"].tolist(),
+                          "pos": int(np_state["state"]["pos"]), "has_gauss": int(np_state["has_gauss"]),
+                          "gauss": float(np_state["gauss"])},
+                "python": random.getstate()}
+    def load_state_dict(self, state: dict):
+        torch.set_rng_state(state["torch"])
+        if state.get("cuda") and torch.cuda.is_available(): torch.cuda.set_rng_state_all(state["cuda"])
+        n = state["numpy"]
+        np.random.set_state({"bit_generator": n["bit_generator"], "state": {"key": np.array(n["key"], dtype=np.uint32),
+                             "pos": n["pos"]}, "has_gauss": n["has_gauss"], "gauss": n["gauss"]})
+        version, internal, gauss = state["python"]
+        random.setstate((version, tuple(internal), gauss))
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, each file written under a temporary name in its own folder and renamed
+    (`_atomic_write`): Lightning's own writes through a temporary file in /tmp, whose rename across filesystems is a copy
+    that a full disk or a kill cuts short. A failed write keeps the checkpoint written before (one `RunWriteError`)."""
+    def save_checkpoint(self, checkpoint, path, storage_options=None):
+        if storage_options is not None:
+            raise TypeError(f"{type(self).__name__}.save_checkpoint takes no storage_options, got {storage_options!r}")
+        path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
+        _atomic_write(path, lambda tmp: torch.save(checkpoint, tmp))
+
 # %% ../../nbs/train/04_fit.ipynb #88d0bd91
 def loss_spikes(log,                      # a run's metrics.csv, or the run's folder (its newest logs/version_*)
                 factor: float = 100.0,    # a window whose largest loss is above factor x the typical loss is a spike
@@ -324,21 +476,18 @@ def _quiet_lightning():
     warnings.filterwarnings("ignore", message=r".*Experiment logs directory .* exists and is not empty.*")
     warnings.filterwarnings("ignore", message=r".*Checkpoint directory .* exists and is not empty.*")
 
-DIVERGED_FILE = "diverged.json"
-"Written into a run's folder (instead of metrics.json) when its training diverges."
-
 def _mark_diverged(out_dir: Path, msg: str, steps: int, config: TrainConfig) -> None:
     "The marker a diverged run leaves next to its checkpoints (read by whoever collects runs, e.g. the crystal tables)."
-    (out_dir / DIVERGED_FILE).write_text(json.dumps({"error": msg, "steps": steps, "config": asdict(config)}, indent=1, default=str))
+    _write_json(out_dir / DIVERGED_FILE, {"error": msg, "steps": steps, "config": asdict(config)})
 
 def run_callbacks(config: TrainConfig, out_dir: Path, clock: TrainingClock, more: list|None = None) -> list:
-    """The callbacks of a run: its clock, checkpoints, the weight average and the progress bar, then `more`.
+    """The callbacks of a run: its random streams, clock, checkpoints, the weight average and the progress bar, then `more`.
     checkpoints/last.ckpt is written after every epoch, overwritten: Lightning's own save_last copies a checkpoint only
     when the best one changes, so it would stop following the run once the validation error stops falling (a
     resumption would go back to the best epoch). best.ckpt is at the lowest validation force error."""
     ckpt_dir = out_dir / "checkpoints"
     last = lambda **kw: ModelCheckpoint(dirpath=ckpt_dir, filename="last", monitor=None, save_top_k=1, enable_version_counter=False, **kw)
-    callbacks = [clock, last()]
+    callbacks = [RandomStreams(), clock, last()]
     if config.scheme != "pretrain": callbacks.append(ModelCheckpoint(dirpath=ckpt_dir, filename="best", monitor="val/force_mae", mode="min"))
     if config.checkpoint_every_n_steps > 0:  # long epochs: last.ckpt also every n steps, so --resume loses little
         callbacks.append(last(every_n_train_steps=config.checkpoint_every_n_steps))
@@ -354,22 +503,18 @@ def make_trainer(config: TrainConfig, out_dir: Path, module: AniDSModule, callba
     strategy = "ddp_find_unused_parameters_true" if config.strategy == "ddp" else config.strategy
     return L.Trainer(max_epochs=config.epochs, max_steps=config.max_steps if config.max_steps > 0 else -1,
                      accelerator=config.accelerator, devices=config.devices,
-                     num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks,
+                     num_nodes=config.num_nodes, strategy=strategy, callbacks=callbacks, plugins=[AtomicCheckpointIO()],
                      logger=CSVLogger(out_dir, name="logs", version=log_version), inference_mode=False, deterministic=False,
                      gradient_clip_val=config.grad_clip or None, enable_progress_bar=False,
                      check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
                      log_every_n_steps=max(1, min(50, module.steps_per_epoch, module.total_steps)))
 
-def _resumed_from(resume) -> dict|None:
-    "Where a resumed run is taken up (a clear error for a bad checkpoint, before anything starts)."
-    if resume is None: return None
-    ck = _read_lightning_checkpoint(resume)
-    return {"checkpoint": str(resume), "epoch": int(ck["epoch"]), "global_step": int(ck["global_step"])}
-
 def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, config: TrainConfig, out_dir: Path,
                resume=None, log_version: int|None = None) -> None:
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
-    marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens."""
+    marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens.
+    Ctrl-C is a `RunInterrupted` saying where the last checkpoint is (Lightning would exit with status 1 and leave
+    Ctrl-C ignored); a checkpoint that cannot be written, a `RunWriteError` saying how to go on."""
     workers = dict(num_workers=config.loader_workers, persistent_workers=config.loader_workers > 0)
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
         # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
@@ -384,11 +529,23 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None
-    precision = torch.get_float32_matmul_precision()
+    precision, on_sigint = torch.get_float32_matmul_precision(), signal.getsignal(signal.SIGINT)
     try:
         torch.set_float32_matmul_precision(config.matmul_precision)   # TF32 where asked; restored below, for the scores
         with torch.serialization.safe_globals(SAFE_CHECKPOINT_GLOBALS):   # Lightning reads the checkpoint again
             trainer.fit(module, ckpt_path=resume, weights_only=True, **loaders)
+        if trainer.interrupted: raise SystemExit(1)   # (a KeyboardInterrupt that Lightning handled without exiting)
+    except (SystemExit, ValueError) as e:
+        # Lightning handles Ctrl-C with sys.exit(1); in a thread other than the main one (a notebook's test runner) its
+        # handler fails instead, on signal.signal, with the KeyboardInterrupt as the context
+        if not (trainer.interrupted if isinstance(e, SystemExit) else isinstance(e.__context__, KeyboardInterrupt)): raise
+        last = out_dir / "checkpoints" / "last.ckpt"
+        raise RunInterrupted(f"interrupted after {trainer.global_step} steps; " + (
+            f"the last checkpoint is {last}: resume with resume='last' (--resume last)" if last.is_file()
+            else "no checkpoint was written yet (the first is written at the end of the first epoch)")) from None
+    except RunWriteError as e:
+        raise RunWriteError(f"{e}; training stopped after {trainer.global_step} steps: free some space and resume "
+                            "(resume='last', --resume last)") from None
     except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
         msg = (f"training diverged after {trainer.global_step} steps (lr {config.lr}, generator_lr "
                f"{config.generator_lr or config.lr}): {e}. The last checkpoint is in {out_dir / 'checkpoints'}; no metrics.json written")
@@ -396,6 +553,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
         raise FloatingPointError(msg) from e
     finally:
         torch.set_float32_matmul_precision(precision)
+        if signal.getsignal(signal.SIGINT) is signal.SIG_IGN and on_sigint is not None: signal.signal(signal.SIGINT, on_sigint)
         if backup is not None and backup.is_file():
             _merge_resumed_log(log, backup.read_text())
             backup.unlink()
@@ -437,28 +595,66 @@ def _parameter_checksums(model: AniDSModel, trainer: L.Trainer) -> list[float]:
     checksum = torch.tensor([float(sum(p.detach().double().sum() for p in model.parameters()))])
     return trainer.strategy.all_gather(checksum).reshape(-1).tolist() if trainer.world_size > 1 else checksum.tolist()
 
+def _scores_line(metrics: dict) -> str:
+    "The errors of a run in one line (for a message that must not lose them)."
+    return "; ".join(f"{stage} force MAE {metrics[stage]['force_mae_meV_A']:.2f} meV/A, energy MAE "
+                     f"{metrics[stage]['energy_mae_meV_atom']:.2f} meV/atom" for stage in ("val", "test") if stage in metrics)
+
+RESUME_SETTINGS = ("method", "backbone", "preset", "generator_preset", "force_mode", "sigma_p", "direct_stress",
+                   "backbone_overrides", "generator_overrides")
+"""The settings of the model a checkpoint holds (its `model_spec`) that a resumed run must share: they shape the
+weights (sigma_p: psi's initial std or DeNS's, for every method but none), so another value cannot go on from them."""
+
+def check_resume_settings(checkpoint: dict, module: AniDSModule, config: TrainConfig, path) -> None:
+    """One error naming every setting in which this run differs from the checkpoint it resumes (`RESUME_SETTINGS`,
+    and the scheme: Algorithm 1 or 2, psi trained or frozen), with both values; before any training."""
+    hp = checkpoint.get("hyper_parameters") or {}
+    old_spec, old_cfg = hp.get("model_spec") or {}, hp.get("config") or {}
+    new_spec = module.hparams.model_spec
+    names = [k for k in RESUME_SETTINGS if not (k == "sigma_p" and new_spec.get("method") == "none")]
+    differ = [(k, old_spec.get(k), new_spec.get(k)) for k in names if k in old_spec and old_spec.get(k) != new_spec.get(k)]
+    differ += [(k, old_cfg.get(k), getattr(config, k)) for k in ("scheme", "train_generator")
+               if k in old_cfg and old_cfg.get(k) != getattr(config, k)]
+    if differ:
+        raise ValueError(f"{path} was trained with other settings than this run's: "
+                         + "; ".join(f"{k} {a!r} in the checkpoint, {b!r} now" for k, a, b in differ)
+                         + ". Resume with the checkpoint's settings, or start a new run (another output folder, or overwrite)")
+
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
         resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
         energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
         extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
         callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
+        overwrite: bool = False,            # replace the run that out_dir holds (otherwise such a folder is refused unless resuming)
        ) -> dict:
-    "Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics."
+    """Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics.
+    The run holds `out_dir` while it runs (`claim_out_dir`: one run per folder, a folder holding a run is refused
+    unless resuming or `overwrite`), and writes each file under a temporary name, renamed when complete."""
     t0, run_versions = time.time(), versions()   # the code of the checkout when the run starts is the code that ran
     if len(train_set) == 0: raise ValueError("the training set is empty")
     if len(val_set) == 0: raise ValueError("the validation set is empty")
-    out_dir, pre = make_out_dir(out_dir), config.scheme == "pretrain"
+    with claim_out_dir(out_dir, resume, overwrite):
+        return _fit(train_set, val_set, config, Path(out_dir), test_set, pretrained, resume, energy_unit, extra, callbacks,
+                    t0, run_versions)
+
+def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, energy_unit, extra, callbacks, t0, run_versions) -> dict:
+    pre = config.scheme == "pretrain"
     if config.threads > 0: torch.set_num_threads(config.threads)
     L.seed_everything(config.seed, workers=True, verbose=False)
     if not pre:   # before any training: elements the model cannot have learned would be scored without a word
         unseen = elements_missing_from_training(train_set, dict(zip(_set_names(extra), (val_set, test_set))),
                                                 config.allow_unseen_elements)
         if unseen: extra = {**(extra or {}), "unseen_elements": unseen}
-    module, config, train_set, prep = prepare_training(train_set, config, pretrained)
-    pretrained, extra = prep.pop("pretrained"), {**(extra or {}), **prep}
     if resume == "last": resume = out_dir / "checkpoints" / "last.ckpt"
-    resumed_from, log_version, clock = _resumed_from(resume), _log_version(out_dir, resume), TrainingClock()
+    checkpoint = _read_lightning_checkpoint(resume) if resume is not None else None   # a bad one: one line, before anything
+    module, config, train_set, prep = prepare_training(train_set, config, pretrained)
+    if checkpoint is not None: check_resume_settings(checkpoint, module, config, resume)
+    pretrained, extra = prep.pop("pretrained"), {**(extra or {}), **prep}
+    resumed_from = None if checkpoint is None else {"checkpoint": str(resume), "epoch": int(checkpoint["epoch"]),
+                                                    "global_step": int(checkpoint["global_step"])}
+    del checkpoint
+    log_version, clock = _log_version(out_dir, resume), TrainingClock()
     trainer = make_trainer(config, out_dir, module, run_callbacks(config, out_dir, clock, callbacks), log_version)
     train_loop(trainer, module, train_set, val_set, config, out_dir, resume, log_version)
     model = module.model  # holds the EMA weights after fit (the EMA callback copies them in)
@@ -472,14 +668,26 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
                "wall_time_s": None, "train_time_s": clock.total(), "epoch_times_s": list(clock.epoch_times),
                "world_size": trainer.world_size, "rank_parameter_checksums": _parameter_checksums(model, trainer),
                "versions": run_versions, "extra": extra,
-               # the last resumption (Lightning's 0-based epoch of the checkpoint): such a run is not bit-identical to an
-               # uninterrupted one, since the checkpoint restores the training state but not the random streams
+               # the last resumption (Lightning's 0-based epoch of the checkpoint); the checkpoint holds the random
+               # streams too (RandomStreams), so the resumed run goes on as the run left alone
                "resumed_from": resumed_from, "loss_spikes": _record_loss_spikes(trainer, config)}
     if not pre: metrics.update(score(model, val_set, test_set, config, energy_unit, trainer, out_dir))
     metrics["wall_time_s"] = time.time() - t0
     model.cpu()
     if trainer.is_global_zero:
-        save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
-        (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, default=str))
+        # metrics.json first: the scores are kept when model.pt cannot be written (and said when neither can)
+        try:
+            _write_json(out_dir / "metrics.json", metrics)
+        except RunWriteError as e:
+            raise RunWriteError(f"{e}. The run's errors: {_scores_line(metrics) or 'none (pre-training)'}") from None
+        try:   # save_model writes under a temporary name and renames (anids.method.model.atomic_write)
+            save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
+        except (OSError, RuntimeError) as e:
+            if not _write_failed(e): raise
+            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
+            if str(out_dir / "model.pt") not in why: why = f"could not write model.pt in {out_dir}: {why}"
+            raise RunWriteError(f"{why}. metrics.json was written ({_scores_line(metrics) or 'pre-training'}); free some "
+                                "space and resume the finished run (resume='last', --resume last) to write model.pt") from None
         (out_dir / DIVERGED_FILE).unlink(missing_ok=True)   # an earlier attempt's marker no longer holds
     return metrics
+

@@ -19,7 +19,7 @@ from .fast import FastStep, StructureIndices
 
 # %% auto #0
 __all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
-           'evaluate', 'in_units']
+           'evaluate', 'force_mae_key', 'in_units']
 
 # %% ../../nbs/train/02_module.ipynb #72dec814
 def cosine_with_warmup(step: int, total: int, warmup: int, min_ratio: float) -> float:
@@ -132,6 +132,11 @@ class AniDSModule(L.LightningModule):
             logged.update({"train/loss": loss, "train/loss_max": self._loss_max, "train/lambda_denoise": float(w.lambda_denoise)})
             self.log_dict(logged, batch_size=B)
             self._loss_max = None
+
+    # where the KL-only warm-up stands is training state: a resumed run goes on from there instead of starting it again
+    def on_save_checkpoint(self, checkpoint): checkpoint["anids_in_kl_warmup"] = bool(self.in_kl_warmup)
+    def on_load_checkpoint(self, checkpoint):
+        if "anids_in_kl_warmup" in checkpoint: self.in_kl_warmup = bool(checkpoint["anids_in_kl_warmup"])
 
     def backward(self, loss, *args, **kwargs):
         # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
@@ -250,12 +255,17 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
             "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures),
             **({"stress_mae_eV_A3": s_abs / n_s, "stress_rmse_eV_A3": math.sqrt(s_sq / n_s)} if with_stress else {})}
 
+def force_mae_key(energy_unit: str) -> str:
+    """The key of the force MAE in `energy_unit`/A in `in_units`' result (and metrics.json): the unit with `_` for `/`,
+    as `force_mae_eV_A`, so that eV's is that very key and no error is stored under two names."""
+    return f"force_mae_{energy_unit.replace('/', '_')}_A"
+
 def in_units(metrics: dict, energy_unit: str = "kcal/mol") -> dict:
-    "Add the metrics in `energy_unit` (and energy_unit/A), the force errors in meV/A and stress errors in GPa."
+    "Add the metrics in `energy_unit` (and energy_unit/A, under `force_mae_key`), the force errors in meV/A and stress errors in GPa."
     factor = 1.0 / energy_factor(energy_unit)      # eV -> energy_unit (anids.data.units.ENERGY_UNITS)
     out = dict(metrics)
     out[f"energy_mae_{energy_unit}"] = metrics["energy_mae_eV"] * factor
-    out[f"force_mae_{energy_unit}/A"] = metrics["force_mae_eV_A"] * factor
+    out[force_mae_key(energy_unit)] = metrics["force_mae_eV_A"] * factor
     out["force_mae_meV_A"] = metrics["force_mae_eV_A"] * 1000.0
     for k in ("energy_mae", "energy_rmse"):
         if f"{k}_eV" in metrics: out[f"{k}_meV"] = metrics[f"{k}_eV"] * 1000.0

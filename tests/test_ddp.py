@@ -18,9 +18,9 @@ def test_two_process_ddp_ranks_agree(tmp_path):
     write(tmp_path / "train.xyz", _frames(16, 0))
     write(tmp_path / "val.xyz", _frames(4, 50))
     cmd = [sys.executable, "-m", "anids.train.cli", "--train", str(tmp_path / "train.xyz"), "--val", str(tmp_path / "val.xyz"),
-           "--preset", "tiny", "--generator-preset", "tiny", "--noise", "anids", "--train-generator", "true",
+           "--preset", "tiny", "--generator-preset", "tiny", "--noise", "anids", "--train-generator",
            "--epochs", "2", "--batch-size", "4", "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu",
-           "--progress", "false", "--out", str(tmp_path / "run")]
+           "--no-progress", "--out", str(tmp_path / "run")]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]

@@ -2,17 +2,19 @@
 
 # %% ../../nbs/train/05_cli.ipynb #0e7ba139
 from __future__ import annotations
-import argparse
+import argparse, os, shlex, sys, warnings
 from dataclasses import fields
 from pathlib import Path
 import numpy as np
-from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, make_out_dir, fit
+from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, make_out_dir, fit, force_mae_key
+from .loop import RunClaim, RunFolderError, RunWriteError, claim_out_dir
 from ..data import datasets as D
 from ..data.structures import validate_structures
 from ..data.downloads import DatasetNotAvailableError
 
 # %% auto #0
-__all__ = ['build_parser', 'config_docs', 'load_sets', 'default_out', 'run', 'main']
+__all__ = ['COMMON_SETTINGS', 'DEFAULT_OUT_VAR', 'FEW_VALIDATION', 'build_parser', 'config_docs', 'load_sets', 'default_out',
+           'run', 'main']
 
 # %% ../../nbs/train/05_cli.ipynb #941c9916
 def _bool(s: str) -> bool:
@@ -20,44 +22,92 @@ def _bool(s: str) -> bool:
     if s.lower() in ("0", "false", "no", "off"): return False
     raise argparse.ArgumentTypeError(f"expected true/false, got {s!r}")
 
-def build_parser() -> argparse.ArgumentParser:
-    "The argument parser of `anids-train` (every TrainConfig field is an option)."
-    p = argparse.ArgumentParser(prog="anids-train", description="Train a force field with AniDS (or a baseline) denoising.",
-)
+class _Flag(argparse.Action):
+    """A yes/no option as a pair of flags: `--NAME` sets it, `--no-NAME` clears it, neither leaves it to the recipe
+    (None). `--NAME true|false`, the older spelling, still works."""
+    def __init__(self, option_strings, dest, default=None, help=None, **kwargs):
+        super().__init__([s for o in option_strings for s in (o, "--no-" + o[2:])], dest, nargs="?", default=default, help=help)
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string.startswith("--no-"):
+            if values is not None: parser.error(f"{option_string} takes no value (got {values!r})")
+            setattr(namespace, self.dest, False)
+        elif values is None: setattr(namespace, self.dest, True)
+        else:
+            try: setattr(namespace, self.dest, _bool(values))
+            except argparse.ArgumentTypeError as e: parser.error(f"{option_string}: {e}")
+
+class _Help(argparse.RawDescriptionHelpFormatter):
+    "Shows a yes/no option as `--NAME, --no-NAME`."
+    def _format_action_invocation(self, action):
+        return ", ".join(action.option_strings) if isinstance(action, _Flag) else super()._format_action_invocation(action)
+
+COMMON_SETTINGS = ("backbone", "preset", "epochs", "batch_size", "lr", "seed", "threads", "accelerator", "devices")
+"The TrainConfig settings `anids-train --help` shows (with --method); `--help-all` shows every one."
+
+def _help_all(parser_all):
+    class HelpAll(argparse.Action):
+        def __init__(self, option_strings, dest, **kwargs): super().__init__(option_strings, dest, nargs=0, help=kwargs.get("help"))
+        def __call__(self, parser, namespace, values, option_string=None):
+            parser_all().print_help(); parser.exit()
+    return HelpAll
+
+def build_parser(full: bool = False) -> argparse.ArgumentParser:
+    """The argument parser of `anids-train` (every TrainConfig field is an option). Its `--help` shows the options most
+    runs set; `--help-all` (`full=True`) every one: both parse the same options."""
+    more = (lambda text: text) if full else (lambda text: argparse.SUPPRESS)   # help shown only by --help-all
+    p = argparse.ArgumentParser(prog="anids-train", formatter_class=_Help,
+                                usage="anids-train (--train FILE | --md17 MOLECULE) [--test FILE] [options]",
+                                description="Train a force field with AniDS (or a baseline) denoising.",
+                                epilog=None if full else "Every other setting (loss weights, noise, schedule, units, ...): anids-train --help-all")
+    p.add_argument("--help-all", action=_help_all(lambda: build_parser(full=True)), help="show every option and exit")
     g = p.add_argument_group("data")
-    g.add_argument("--train", help="training structures: extxyz / ASE db / MD17-format npz")
-    g.add_argument("--val", help="validation structures (default: --val-fraction of --train)")
-    g.add_argument("--test", help="test structures (evaluated without noise)")
-    g.add_argument("--md17", help="an MD17 molecule instead of --train (950/50/rest split)")
-    g.add_argument("--source", default="bundled", choices=["bundled", "md17"], help="with --md17: bundled GFN2-xTB data or the real files (default bundled)")
-    g.add_argument("--val-fraction", type=float, default=0.05, help="validation share of --train without --val (default 0.05)")
-    g.add_argument("--energy-key", default="energy", help="energy key of the files (default energy)")
-    g.add_argument("--forces-key", default="forces", help="forces key of the files (default forces)")
-    g.add_argument("--stress-key", default=None, help="stress key of the files (default: no stress)")
+    g.add_argument("--train", metavar="FILE", help="training structures: extxyz / ASE db / mlearn JSON (a list of structures with "
+                   "'structure', 'outputs': energy, forces, stress) / MD17-format npz")
+    g.add_argument("--val", metavar="FILE", help="validation structures (default: --val-fraction of --train)")
+    g.add_argument("--test", metavar="FILE", help="test structures (evaluated without noise)")
+    g.add_argument("--md17", metavar="MOLECULE", help="an MD17 molecule instead of --train (950/50/rest split)")
+    g.add_argument("--val-fraction", type=float, metavar="F", default=0.05, help="validation share of --train without --val (default 0.05)")
+    g.add_argument("--source", default="bundled", choices=["bundled", "md17"], help=more("with --md17: bundled GFN2-xTB data or the real files (default bundled)"))
+    g.add_argument("--energy-key", default="energy", help=more("energy key of the files (default energy)"))
+    g.add_argument("--forces-key", default="forces", help=more("forces key of the files (default forces)"))
+    g.add_argument("--stress-key", default=None, help=more("stress key of the files (default: no stress)"))
     g.add_argument("--stress-order", default="check",
-                   help="mlearn JSON: order of the six stress numbers, e.g. 'xx yy zz xy yz zx', or 'check' (default): "
-                        "measured on the --train file's strained cells and used for every file")
-    g.add_argument("--energy-unit", default=None, help="energy unit of the files (default eV; kcal/mol for npz)")
-    g.add_argument("--length-unit", default="A", help="length unit of the files (default A)")
-    g.add_argument("--report-unit", default=None, help="also report errors in this unit (default: the files' unit)")
+                   help=more("mlearn JSON: order of the six stress numbers, e.g. 'xx yy zz xy yz zx', or 'check' (default): "
+                             "measured on the --train file's strained cells and used for every file"))
+    g.add_argument("--energy-unit", default=None, help=more("energy unit of the files (default eV; kcal/mol for npz)"))
+    g.add_argument("--length-unit", default="A", help=more("length unit of the files (default A)"))
+    g.add_argument("--report-unit", default=None, help=more("also report errors in this unit (default: the files' unit)"))
     r = p.add_argument_group("run")
-    r.add_argument("--out", help="output directory (default runs/RECIPE-NOISE-seedSEED, numbered if it holds a finished run)")
+    r.add_argument("--out", metavar="FOLDER", help="output folder (default runs/RECIPE-METHOD-seedSEED, numbered -2, -3, ... when it holds "
+                   "a run or another run is writing there)")
+    r.add_argument("--overwrite", action="store_true", help="replace the run that --out holds (its metrics.json, model.pt, "
+                   "checkpoints); without it such a folder is refused unless resuming")
     r.add_argument("--recipe", choices=sorted(RECIPES), help="start from a named training recipe")
-    r.add_argument("--pretrained", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
+    r.add_argument("--pretrained", metavar="WEIGHTS", help="start from these weights: model.pt, a Lightning checkpoint, or 'qm9' (the shipped "
                    "QM9 pre-training of this backbone, preset and method); its generator is then frozen")
-    r.add_argument("--resume", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")
-    c = p.add_argument_group("configuration (anids.train.TrainConfig)",
+    r.add_argument("--resume", metavar="CHECKPOINT", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")
+    c = p.add_argument_group("settings (anids.train.TrainConfig)" if full else "common settings (anids.train.TrainConfig; --help-all: every one)",
                              "the defaults shown are TrainConfig's; --recipe replaces them with the recipe's")
     # the setting is `method` everywhere (TrainConfig.method, build_model(method=...)); --noise is its older spelling
     c.add_argument("--method", "--noise", dest="method", default=None,
                    help="noise method: none, dens, denoisevae, anids-add, anids (--noise is the same option)")
     docs = config_docs()
-    for f in fields(TrainConfig):
+    order = sorted(fields(TrainConfig), key=lambda f: f.name not in COMMON_SETTINGS)   # the common ones first
+    for f in order:
         if f.name == "method": continue
-        typ = _bool if str(f.type).replace(" ", "") in ("bool", "bool|None", str(bool)) else {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
         doc = docs[f.name].replace("%", "%%")   # argparse formats help with %
-        c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=f"{doc} (default {f.default!r})")
+        shown = f"{doc} (default {f.default!r})" if full or f.name in COMMON_SETTINGS else argparse.SUPPRESS
+        if str(f.type).replace(" ", "") in ("bool", "bool|None", str(bool)):
+            c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, action=_Flag, default=None, help=shown)
+            continue
+        typ = {"int": int, "float": float, "str": str}.get(str(f.type), type(f.default))
+        c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=shown)
     return p
+
+DEFAULT_OUT_VAR = "ANIDS_TRAIN_OUT"
+"Where rank 0 of a multi-process run without --out writes (the folder `default_out` claimed), for the other ranks."
+FEW_VALIDATION = 10
+"Fewer validation structures than this (a --val-fraction of a small --train) is warned about."
 
 def config_docs(cls=TrainConfig) -> dict[str, str]:
     """What each setting of `cls` means: the comment beside its declaration (read by fastcore's `docments`), from
@@ -112,38 +162,70 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
         if not 0 < args.val_fraction < 1: raise SystemExit("anids-train: --val-fraction must lie in (0, 1)")
         n_val = max(1, int(round(args.val_fraction * len(train))))
         if n_val >= len(train): raise SystemExit(f"anids-train: {len(train)} structures are too few to split off a validation set")
+        if n_val < FEW_VALIDATION:   # the validation error, and best.ckpt, would rest on a handful of structures
+            warnings.warn(f"--val-fraction {args.val_fraction:g} of the {len(train)} structures of {args.train} gives {n_val} "
+                          f"validation structure{'s' if n_val > 1 else ''}: raise --val-fraction (to at least "
+                          f"{FEW_VALIDATION / len(train):.2g} for {FEW_VALIDATION}) or give --val FILE", stacklevel=2)
         perm = np.random.default_rng(args.seed or 0).permutation(len(train))
         val, train = [train[i] for i in perm[:n_val]], [train[i] for i in perm[n_val:]]
     test = _read(args.test, args, "eV") if args.test else None
     return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test, **described}
 
-def default_out(recipe: str|None, method: str, seed: int, resume: str|None = None, root: Path = Path("runs")) -> Path:
-    "runs/RECIPE-NOISE-seedSEED; a folder that already holds a finished run gets a number (-2, -3, ...) unless resuming."
+def default_out(recipe: str|None, method: str, seed: int, resume: str|None = None, root: Path = Path("runs")) -> RunClaim:
+    """runs/RECIPE-METHOD-seedSEED, claimed for this run (`claim_out_dir`). A folder that holds a run, or that another
+    run is writing to (two started together), is passed over for the next number (-2, -3, ...); a resumed run takes
+    the folder itself. The claim's `out_dir` is the folder."""
+    from lightning.fabric.utilities.rank_zero import _get_rank
     base = root / f"{recipe or 'custom'}-{method}-seed{seed}"
-    out, k = base, 1
-    while resume is None and (out / "metrics.json").exists():
-        k += 1; out = base.with_name(f"{base.name}-{k}")
-    return out
+    if resume is not None: return claim_out_dir(base, resume)
+    # the other processes of a multi-process run (Lightning starts them with this command line) write where rank 0 does
+    if (_get_rank() or 0) != 0: return claim_out_dir(os.environ.get(DEFAULT_OUT_VAR, base))
+    for k in range(1, 10_000):
+        try: claim = claim_out_dir(base if k == 1 else base.with_name(f"{base.name}-{k}"))
+        except RunFolderError: continue
+        os.environ[DEFAULT_OUT_VAR] = str(claim.out_dir)   # inherited by the processes Lightning starts
+        return claim
+    raise ValueError(f"no free output folder {base}-N under {root}: give --out")
+
+def _resume_command(argv: list[str], out) -> str:
+    "The command that resumes the run `argv` started: the same options, with `--resume last --out OUT`."
+    keep, skip = [], False
+    for a in argv:
+        if skip: skip = False; continue
+        if a in ("--resume", "--out"): skip = True; continue
+        if a == "--overwrite" or a.startswith(("--resume=", "--out=")): continue
+        keep.append(a)
+    return shlex.join(["anids-train", *keep, "--resume", "last", "--out", str(out)])
 
 def run(argv: list[str]|None = None) -> dict:
     "Parse `argv`, train, print the errors; returns the metrics (what `anids-train` does)."
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     overrides = {f.name: getattr(args, f.name) for f in fields(TrainConfig) if getattr(args, f.name) is not None}
     try:
         config = make_config(args.recipe, molecule=args.md17, **overrides)
         chosen_out = args.out is None
-        if chosen_out: args.out = str(default_out(args.recipe, config.method, config.seed, args.resume))
-        elif Path(args.out).exists(): make_out_dir(args.out)   # an --out that is a file: one line before the data are read
-        train, val, test, unit, extra = load_sets(args)
-        # every set is checked before any training, so a bad element in --test does not surface after the run
-        for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
-                                       ("test set", test, args.test)):
-            if structures is not None: validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
-        if chosen_out: print(f"anids-train: writing to {args.out}")   # once the data are known to be usable
-        metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
-                      energy_unit=args.report_unit or unit, extra=extra)
-    except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError) as e:
+        # the folder is claimed before the data are read: of two runs started together into one folder, the second
+        # stops here (or, without --out, takes the next number); a folder that holds a run needs --resume or --overwrite
+        claim = (default_out(args.recipe, config.method, config.seed, args.resume) if chosen_out
+                 else claim_out_dir(args.out, args.resume, args.overwrite))
+        args.out = str(claim.out_dir)
+        with claim:
+            train, val, test, unit, extra = load_sets(args)
+            # every set is checked before any training, so a bad element in --test does not surface after the run
+            for name, structures, path in (("training set", train, args.train or args.md17), ("validation set", val, args.val),
+                                           ("test set", test, args.test)):
+                if structures is not None: validate_structures(structures, max_z=100, name=f"{name} {path or ''}".strip())
+            if chosen_out: print(f"anids-train: writing to {args.out}")   # once the data are known to be usable
+            metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
+                          energy_unit=args.report_unit or unit, extra=extra, overwrite=args.overwrite)
+    except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError, RunWriteError) as e:
         raise SystemExit(f"anids-train: {e}") from None
+    except KeyboardInterrupt as e:   # Ctrl-C: how to go on, and the shell's status for SIGINT
+        go_on = (f"to go on: {_resume_command(argv, args.out)}" if args.out and (Path(args.out) / "checkpoints" / "last.ckpt").is_file()
+                 else "no checkpoint to resume from yet: run it again")
+        print(f"anids-train: {str(e) or 'interrupted'}; {go_on}", file=sys.stderr)
+        raise SystemExit(130) from None
     # what the run started from and what psi did, so that a log says it without opening metrics.json
     if metrics.get("pretrained"): print(f"started from {metrics['pretrained']}")
     if metrics["config"]["method"] in LEARNED_METHODS:
@@ -154,7 +236,7 @@ def run(argv: list[str]|None = None) -> dict:
             m = metrics[stage]
             print(f"{stage}: energy MAE {m['energy_mae_meV_atom']:.2f} meV/atom (RMSE {m['energy_rmse_meV_atom']:.2f}), "
                   f"force MAE {m['force_mae_meV_A']:.2f} meV/A (RMSE {m['force_rmse_meV_A']:.2f}; "
-                  f"{m[f'force_mae_{args.report_unit or unit}/A']:.4f} {args.report_unit or unit}/A)")
+                  f"{m[force_mae_key(args.report_unit or unit)]:.4f} {args.report_unit or unit}/A)")
     print(f"wrote {Path(args.out) / 'metrics.json'}")
     return metrics
 

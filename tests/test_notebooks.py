@@ -354,3 +354,97 @@ def test_md22_notebook_paper_budget(tmp_path):
     section = md22_section(tmp_path / "results")
     assert section.status == "measured" and list(section.table.index) == ["AT--AT--CG--CG"]
     assert section.table.shape[1] == 8 + 1 and section.table.iloc[0, -1].endswith("(n=1)")   # the paper's columns, then ours
+
+
+# the experiment notebooks: every top-level notebook but the library's (numbered), the report and the viewer, which read
+EXPERIMENTS = sorted(p for p in NBS.glob("*.ipynb") if not p.name[:2].isdigit() and p.name not in ("report.ipynb", "covariance_viewer.ipynb"))
+
+
+def _cells(nb):
+    cells = json.loads(nb.read_text())["cells"]
+    params = "".join("".join(c["source"]) for c in cells if "parameters" in c.get("metadata", {}).get("tags", []))
+    code = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "code" and "parameters" not in c.get("metadata", {}).get("tags", []))
+    return params, code
+
+
+@pytest.mark.parametrize("nb", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_notebook_writes_shipped_results_only_as_reference(nb):
+    """A run with other settings never overwrites the shipped results/ and figures/: each experiment notebook has the
+    parameter `reference = False` and takes its folders from anids.experiments.output_dirs (results/local/ unless
+    reference=True; nbs/experiments/01_protocols.ipynb tests it), and builds no path into results/ or figures/ itself."""
+    import re
+    params, code = _cells(nb)
+    assert re.search(r"^reference = False\b", params, re.M), f"{nb.name}: no parameter reference = False"
+    assert re.search(r"output_dirs\(reference, (results_dir, figures_dir|at\(results_dir\), at\(figures_dir\))\)", code), nb.name
+    own = re.findall(r'root / "(?:results|figures)"(?!\) / "cache")|\(results_dir, "results"\)|"\.\./(?:results|figures)"', code)
+    assert not own, f"{nb.name} makes its own path into the shipped folders: {own}"
+
+
+@pytest.mark.parametrize("nb", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_notebook_threads_default_to_one(nb):
+    "On a machine with other work, a second thread per run gains little and competes with it: the default is 1 thread."
+    import re
+    params, _ = _cells(nb)
+    threads = re.findall(r"^threads = (\S+)", params, re.M)
+    assert threads in ([], ["1"]), f"{nb.name}: threads = {threads}"
+
+
+def test_package_never_spins_threads():
+    """`import anids` sets OMP_WAIT_POLICY=PASSIVE before torch loads its OpenMP runtime (waiting threads sleep instead of
+    spinning against other processes), keeps a value the user set, and a run of the package imports torch only after."""
+    code = ("import os, sys; import anids; assert 'torch' not in sys.modules; import anids.train, torch; "
+            "print(os.environ.get('OMP_WAIT_POLICY'))")
+    for given, expected in ((None, "PASSIVE"), ("ACTIVE", "ACTIVE")):
+        env = {k: v for k, v in ENV.items() if k != "OMP_WAIT_POLICY"}
+        if given: env["OMP_WAIT_POLICY"] = given
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
+        assert res.returncode == 0 and res.stdout.split()[-1] == expected, res.stdout + res.stderr[-2000:]
+
+
+def _string_constants(source: str) -> list[str]:
+    "The string literals of a module or a notebook cell (IPython magics and shell lines left out)."
+    import ast, warnings
+    text = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SyntaxWarning); warnings.simplefilter("ignore", DeprecationWarning)   # "\+" in a cell
+        tree = ast.parse(text)
+    # parts of a path are no paths: an f-string's pieces, the operands of +, what a path ends or starts with
+    pieces = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
+    pieces |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.BinOp) for v in (n.left, n.right)}
+    pieces |= {id(v) for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") in ("endswith", "startswith")
+               for v in n.args}
+    return [n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in pieces]
+
+
+def test_no_default_path_outside_the_repository():
+    """The project stands alone: no notebook (parameters and code) and no module names a path outside the repository
+    by default, as an absolute path of some machine or as a relative path that climbs out of it (a notebook's relative
+    paths are taken from its folder); the third-party sets are entries of the download registry instead."""
+    import re
+    absolute = re.compile(r"^(/(?!dev/|proc/|tmp/|usr/|etc/)[A-Za-z_][\w.-]*/[\w./-]+|~/[\w./-]+)$")
+    climbing = re.compile(r"^(\.\./)+[\w.-]")
+    outside = []
+    # a library notebook's exported cells (its tests make up paths of their own), every code cell of an experiment notebook
+    sources = [(p, src, p.parent) for p in sorted(NBS.rglob("*.ipynb")) if ".ipynb_checkpoints" not in p.parts
+               for c in json.loads(p.read_text())["cells"] if c["cell_type"] == "code" for src in ["".join(c["source"])]
+               if not p.name[:2].isdigit() or src.lstrip().startswith("#| export")]
+    sources += [(p, p.read_text(), ROOT) for p in sorted((ROOT / "anids").rglob("*.py"))]
+    for path, src, base in sources:
+        for s in _string_constants(src):
+            first = s.split()[0] if s.split() else ""
+            if absolute.match(first) or (climbing.match(first) and ROOT not in [*(base / first).resolve().parents, (base / first).resolve()]):
+                outside.append(f"{path.relative_to(ROOT)}: {s!r}")
+    assert not outside, "paths outside the repository:\n" + "\n".join(outside)
+    shared = "/".join(("..", "shared"))   # spelled in pieces, so that this file does not name it either
+    for p in [*NBS.rglob("*.ipynb"), *(ROOT / "anids").rglob("*.py"), ROOT / "README.md", ROOT / "GUIDE.md"]:
+        assert shared not in p.read_text() and "/work/" not in p.read_text(), p
+
+
+def test_third_party_sets_are_registry_entries():
+    "The ethanol PBE set and the mlearn crystals have download entries with a sha256, a licence and a pinned source."
+    from anids.data.downloads import DOWNLOADS, MLEARN_ELEMENTS
+    keys = ["ethanol_pbe_train", "ethanol_pbe_test_md", "ethanol_pbe_isolated_atoms",
+            *(f"mlearn_{e}_{s}" for e in MLEARN_ELEMENTS for s in ("training", "test"))]
+    for k in keys:
+        e = DOWNLOADS[k]
+        assert len(e["sha256"]) == 64 and e["licence"] in ("MIT", "BSD-3-Clause") and e["url"].startswith("https://"), k

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from ..data import datasets as D
+from ..data.units import force_factor
 from ..train import RECIPES, make_config, fit
 from ..train.config import PRETRAIN_BUDGETS, PRETRAIN_SCALES
 from ..method.noise import renamed_keywords
@@ -159,7 +160,7 @@ def run_md17(molecule: str = "aspirin",
             "molecule": molecule, "method": method, "backbone": cfg.backbone, "dataset": dataset, "budget": budget,
             "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": r["pretrain_epochs"],
             "pretrained": r["pretrained"], "test": metrics["test"], "val": metrics["val"],
-            "force_mae_kcal_mol_A": metrics["test"]["force_mae_kcal/mol/A"],
+            "force_mae_kcal_mol_A": metrics["test"]["force_mae_eV_A"] / force_factor("kcal/mol/A"),   # eV/A: a key every metrics.json has
             "n_parameters": metrics["n_parameters"], "run_dir": str(out_dir),
             "versions": metrics["versions"],   # taken when the run started: revision and dirty flag of the code that ran
             "timings_s": {"pretrain": pre_metrics["train_time_s"] if pre_metrics else 0.0,

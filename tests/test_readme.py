@@ -45,3 +45,13 @@ def test_readme_headline_is_the_results():
 
 def test_readme_is_short():
     assert len((ROOT / "README.md").read_text().splitlines()) <= 150
+
+
+def test_readme_says_how_to_get_the_cpu_torch():
+    """On Linux the PyPI pin is torch's CUDA build (several GB): the README says so and gives the CPU build's command, at
+    the version the CI pins, so that the commands' own `pip install torch==<pin>` finds it installed."""
+    import re as _re
+    text = " ".join((ROOT / "README.md").read_text().split())
+    (pin,) = set(_re.findall(r"pip install torch==([\w.]+) &&", (ROOT / ".ci" / "run").read_text()))
+    assert f"`pip install torch=={pin} --index-url https://download.pytorch.org/whl/cpu`" in text
+    assert "CUDA build" in text and f"`{pin}+cpu` satisfies the pin" in text

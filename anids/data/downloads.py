@@ -72,7 +72,7 @@ DOWNLOADS = {
     **{f"alexandria_pbe_{i:03d}": dict(url=f"https://alexandria.icams.rub.de/data/pbe/alexandria_{i:03d}.json.bz2",
                                        filename=f"alexandria_{i:03d}.json.bz2", subdir="alexandria", sha256=None,
                                        md5=None) for i in range(45)},
-    # The ethanol PBE set of the BOTNet paper (Batatia et al. 2022; github.com/davkovacs/BOTNet-datasets, folder
+    # The ethanol PBE set (github.com/davkovacs/BOTNet-datasets, folder
     # dataset_ethanol, MIT licence): 1000 training and 1000 MD-test ethanol geometries of rMD17, relabelled with ORCA 4.2
     # PBE/def2-SVP; extended XYZ in A, eV, eV/A (keys energy, forces), and the isolated-atom energies. The URLs name a
     # commit (the repository's main when the checksums were computed), so the sha256 sums stay valid.

@@ -13,7 +13,7 @@ from ..method.model import AniDSModel, atoms_batch, build_model, load_model
 
 # %% auto #0
 __all__ = ['check_covariances', 'principal_axes', 'anisotropy', 'select_atoms', 'untrained_model', 'generator_covariances',
-           'spearman', 'affine_invariant_distance', 'stiff_alignment', 'random_orientation']
+           'spearman', 'affine_invariant_distance', 'stiff_alignment', 'random_orientation', 'bond_alignment']
 
 # %% ../../nbs/analysis/01_covariance.ipynb #4914c409
 def _to_numpy(x) -> np.ndarray:
@@ -166,3 +166,25 @@ def random_orientation(cov_matrix, rng: np.random.Generator|int = 0) -> np.ndarr
     w = np.linalg.eigvalsh(s)
     R = Rotation.random(len(s), random_state=rng).as_matrix()
     return np.einsum("nij,nj,nkj->nik", R, w, R)
+
+# %% ../../nbs/analysis/01_covariance.ipynb #10a71d1f
+def bond_alignment(cov_matrix,                 # [N, 3, 3] covariances of one structure, A^2
+                   atoms: Atoms,               # that structure (bonds from covalent radii)
+                   isotropy_tol: float = 1e-3, # axes with (lambda_2 - lambda_1) below this share of lambda_1 are undefined
+                   bond_scale: float = 1.2,    # a bond: closer than this times the sum of the covalent radii
+                  ) -> np.ndarray:
+    "Per atom, the angle (degrees) between Sigma_i's smallest-variance axis and its closest bond; nan where undefined."
+    from ase.neighborlist import natural_cutoffs, neighbor_list
+    S = check_covariances(cov_matrix, len(atoms))
+    w, u = principal_axes(S)
+    i, j, D = neighbor_list("ijD", atoms, natural_cutoffs(atoms, mult=bond_scale))
+    out = np.full(len(atoms), np.nan)
+    if len(i) == 0: return out
+    unit = D / np.linalg.norm(D, axis=1, keepdims=True)
+    cos = np.abs(np.einsum("ei,ei->e", unit, u[i, :, 0]))
+    best = np.zeros(len(atoms)); np.maximum.at(best, i, cos)
+    bonded = np.bincount(i, minlength=len(atoms)) > 0
+    defined = (w[:, 1] - w[:, 0]) > isotropy_tol * w[:, 0]
+    keep = bonded & defined
+    out[keep] = np.degrees(np.arccos(np.clip(best[keep], 0.0, 1.0)))
+    return out

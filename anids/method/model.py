@@ -18,9 +18,9 @@ from .losses import (anids_loss, authors_target_scale, a_mean_target_scale, TARG
 # %% auto #0
 __all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHECKPOINT_GLOBALS', 'DenoisingConfig', 'Prediction',
            'Corruption', 'DenoiserView', 'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances',
-           'build_model', 'plain_data', 'atomic_write', 'trained_energy', 'save_model', 'read_checkpoint', 'load_model',
-           'denoiser_view', 'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view', 'atoms_batch',
-           'AniDSCalculator', 'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
+           'build_model', 'plain_data', 'WriteError', 'atomic_write', 'trained_energy', 'save_model', 'read_checkpoint',
+           'load_model', 'denoiser_view', 'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view',
+           'atoms_batch', 'AniDSCalculator', 'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
 
 # %% ../../nbs/method/03_model.ipynb #49610377
 @dataclass
@@ -507,22 +507,34 @@ def plain_data(obj, where: str = "extra"):
     raise TypeError(f"{where} holds a {type(obj).__name__}, which a checkpoint cannot store as plain data; "
                     "store it as numbers, strings, lists or dicts")
 
+class WriteError(OSError):
+    "A file could not be written (a full disk, ...): one line naming the file and its folder (`atomic_write`)."
+
+def _write_failed(e: BaseException) -> bool:
+    "Whether `e` is a failed write: an OSError (ENOSPC, EIO, ...) or torch's RuntimeError from its writer ('file write failed')."
+    return isinstance(e, OSError) or (isinstance(e, RuntimeError) and "writ" in str(e).lower())
+
 def atomic_write(path, write) -> Path:
-    """Call `write(tmp)` to write a temporary file beside `path` (same folder, so that the rename never becomes a
-    copy across filesystems), then rename it to `path` (os.replace). A failed write (a full disk, a kill) leaves the
-    earlier `path`, if any, as it was and no temporary file; it is an OSError of one line that names the file."""
-    import os, errno
+    """Write the file `path` as `write(tmp)` does at a temporary name in the same folder, then rename it to `path`
+    (`os.replace`, atomic within one filesystem): a reader, or a run killed midway, sees the old file or the new one,
+    never part of one, and no temporary file lands elsewhere (a rename across filesystems would be a copy). A failed
+    write (a full disk: OSError, or torch's RuntimeError) removes the temporary file, keeps the old one, and is one
+    `WriteError` naming the file and its folder (with the OSError's errno); any other error is raised as it is."""
+    import os
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         write(tmp)
+        with open(tmp, "rb") as f: os.fsync(f.fileno())   # on the disk before the rename makes it the file
         os.replace(tmp, path)
     except BaseException as e:
         tmp.unlink(missing_ok=True)
-        if not isinstance(e, (OSError, RuntimeError)): raise       # KeyboardInterrupt and the like: as they are
-        code = getattr(e, "errno", None) or errno.EIO
-        why = getattr(e, "strerror", None) or str(e).splitlines()[0]   # torch's writer says "... failed writing file"
-        raise OSError(code, f"could not write {path} ({why}); the files already in {path.parent} are intact") from None
+        if not _write_failed(e): raise
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
+        err = WriteError(f"could not write {path.name} in {path.parent}: {reason}; the files written there before are "
+                         "intact and no partial file is left")
+        err.errno = getattr(e, "errno", None)
+        raise err from None
     return path
 
 def trained_energy(extra: dict|None) -> bool|None:

@@ -7,7 +7,7 @@ from dataclasses import fields
 from pathlib import Path
 import numpy as np
 from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, make_out_dir, fit, force_mae_key
-from .loop import RunClaim, RunFolderError, RunWriteError, claim_out_dir
+from .loop import RunClaim, RunFolderError, WriteError, claim_out_dir
 from ..data import datasets as D
 from ..data.structures import validate_structures
 from ..data.downloads import DatasetNotAvailableError
@@ -219,7 +219,7 @@ def run(argv: list[str]|None = None) -> dict:
             if chosen_out: print(f"anids-train: writing to {args.out}")   # once the data are known to be usable
             metrics = fit(train, val, config, args.out, test_set=test, pretrained=args.pretrained, resume=args.resume,
                           energy_unit=args.report_unit or unit, extra=extra, overwrite=args.overwrite)
-    except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError, RunWriteError) as e:
+    except (ValueError, FileNotFoundError, FloatingPointError, DatasetNotAvailableError, WriteError) as e:
         raise SystemExit(f"anids-train: {e}") from None
     except KeyboardInterrupt as e:   # Ctrl-C: how to go on, and the shell's status for SIGINT
         go_on = (f"to go on: {_resume_command(argv, args.out)}" if args.out and (Path(args.out) / "checkpoints" / "last.ckpt").is_file()

@@ -16,6 +16,7 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch_geometric.loader import DataLoader
 from torch.utils.data import DataLoader as TorchDataLoader
 from ..method.model import (AniDSModel, build_model, save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS,
+                                atomic_write, WriteError,
                                 cache_covariances, cached_covariance, covariance_stats)
 from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
@@ -27,10 +28,10 @@ from .checkpoints import resolve_pretrained, has_trained_generator, generator_sc
 
 # %% auto #0
 __all__ = ['RUN_LOCK', 'DIVERGED_FILE', 'RUN_FILES', 'RESUME_LOG_BACKUP', 'RESUME_SETTINGS', 'force_rms', 'output_scale',
-           'elements_missing_from_training', 'make_out_dir', 'RunFolderError', 'RunWriteError', 'RunInterrupted',
-           'run_files', 'RunClaim', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training',
-           'TrainingClock', 'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks',
-           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
+           'elements_missing_from_training', 'make_out_dir', 'RunFolderError', 'RunInterrupted', 'run_files',
+           'RunClaim', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training', 'TrainingClock',
+           'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks', 'make_trainer',
+           'train_loop', 'score', 'check_resume_settings', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -113,7 +114,8 @@ def _set_names(extra: dict|None) -> tuple[str, str]:
 
 # %% ../../nbs/train/04_fit.ipynb #a74811c4
 RUN_LOCK = ".anids-run.lock"
-"The lock file of the run writing to a folder (its process id and host); removed when the run ends."
+"""The lock file of the run writing to a folder (its process id and host), held with an advisory lock (flock) while the
+run lasts: a killed run's lock goes with its process, and its file is taken over by the next run."""
 DIVERGED_FILE = "diverged.json"
 "Written into a run's folder (instead of metrics.json) when its training diverges."
 RUN_FILES = ("metrics.json", "model.pt", DIVERGED_FILE)
@@ -122,39 +124,12 @@ RUN_FILES = ("metrics.json", "model.pt", DIVERGED_FILE)
 class RunFolderError(ValueError):
     "The run's folder is in use by another run, or holds one, or holds a dead run's lock: one line saying which."
 
-class RunWriteError(OSError):
-    "A file of a run could not be written (a full disk, ...): one line naming the file and its folder."
-
 class RunInterrupted(KeyboardInterrupt):
     "A run stopped by Ctrl-C (SIGINT) during its training; the message says where its last checkpoint is."
 
-def _write_failed(e: BaseException) -> bool:
-    "Whether `e` is a failed write: an OSError (ENOSPC, EIO, ...) or torch's RuntimeError from its writer ('file write failed')."
-    return isinstance(e, OSError) or (isinstance(e, RuntimeError) and "writ" in str(e).lower())
-
-def _atomic_write(path, write) -> Path:
-    """Write the file `path` as `write(tmp)` does at a temporary name in the same folder, then rename it to `path`
-    (`os.replace`, atomic within one filesystem): a reader, or a run killed midway, sees the old file or the new one,
-    never part of one, and no temporary file lands elsewhere (a rename across filesystems would be a copy). A failed
-    write (a full disk: OSError, or torch's RuntimeError) removes the temporary file, keeps the old one, and is one
-    `RunWriteError` naming the file and its folder. (`anids.method.model` is to have a public one: this is the train layer's.)"""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f: os.fsync(f.fileno())   # on the disk before the rename makes it the file
-        os.replace(tmp, path)
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        if not _write_failed(e): raise
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
-        raise RunWriteError(f"could not write {path.name} in {path.parent}: {reason}; the files written there "
-                            "before are intact and no partial file is left") from None
-    return path
-
 def _write_json(path, data) -> Path:
     text = json.dumps(data, indent=2, default=str)
-    return _atomic_write(path, lambda tmp: Path(tmp).write_text(text))
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
 
 def _pid_alive(pid: int) -> bool:
     try: os.kill(pid, 0)
@@ -174,21 +149,23 @@ def run_files(out_dir) -> list[str]:
             + sorted(f"checkpoints/{p.name}" for p in (out_dir / "checkpoints").glob("*.ckpt")))
 
 class RunClaim:
-    "A run's claim on its folder (`claim_out_dir`): `release` (or leaving the `with` block) removes the lock it made."
-    def __init__(self, out_dir: Path, owned: bool, made: bool = False): self.out_dir, self.owned, self.made = out_dir, owned, made
+    "A run's claim on its folder (`claim_out_dir`): `release` (or leaving the `with` block) removes the lock it holds."
+    def __init__(self, out_dir: Path, owned: bool, made: bool = False, fd: int|None = None):
+        self.out_dir, self.owned, self.made, self.fd = out_dir, owned, made, fd
     def release(self):
         if not self.owned: return
         (self.out_dir / RUN_LOCK).unlink(missing_ok=True); self.owned = False
+        if self.fd is not None: os.close(self.fd); self.fd = None   # closing the file ends the flock
         if self.made and self.out_dir.is_dir() and not any(self.out_dir.iterdir()): self.out_dir.rmdir()   # nothing was written
     def __enter__(self): return self
     def __exit__(self, *exc): self.release()
 
 def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
-    """Claim `out_dir` for one run: the lock file `RUN_LOCK` is created exclusively (O_EXCL, atomic), so of two runs
-    started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
+    """Claim `out_dir` for one run: the lock file `RUN_LOCK` is locked exclusively (flock, atomic, released by the kernel
+    when the process ends however it ends), so of two runs started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
     the run resumes (`resume`) or `overwrite` replaces it (its metrics.json, model.pt, diverged.json and checkpoints go;
     the logs stay, a new version). A lock of this process is no second claim (anids-train claims before it reads the
-    data, then `fit`); one of a process that no longer runs (a killed run) is named in the error. Ranks other than 0
+    data, then `fit`); the file of a process that no longer runs (a killed run) is taken over, with a warning. Ranks other than 0
     of a multi-process run claim nothing: rank 0 holds the folder."""
     from lightning.fabric.utilities.rank_zero import _get_rank
     if resume is not None and overwrite: raise ValueError("resume and overwrite contradict each other: a run either goes on or starts again")
@@ -196,20 +173,31 @@ def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
     made = not out_dir.exists()
     make_out_dir(out_dir)
     if (_get_rank() or 0) != 0: return RunClaim(out_dir, owned=False)
+    import fcntl
     lock = out_dir / RUN_LOCK
-    try:
-        fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-    except FileExistsError:
-        pid, host = _lock_owner(lock)
-        here = host in ("", socket.gethostname())
-        if pid == os.getpid() and here: return RunClaim(out_dir, owned=False)
-        if pid is not None and (not here or _pid_alive(pid)):
-            raise RunFolderError(f"{out_dir} is in use by another run (process {pid}{'' if here else ' on ' + host}, lock "
-                                 f"file {lock}): wait for it to end, or choose another output folder") from None
-        raise RunFolderError(f"{out_dir} holds the lock file {lock} of process {pid}, which no longer runs (a run that was "
-                             f"killed): if no other run writes there, remove it (rm {lock}) and run again") from None
-    with os.fdopen(fd, "w") as f: f.write(f"{os.getpid()} {socket.gethostname()}\n")
-    claim = RunClaim(out_dir, owned=True, made=made)
+    pid, host = _lock_owner(lock)
+    if pid == os.getpid() and host == socket.gethostname(): return RunClaim(out_dir, owned=False)
+    for _ in range(3):   # the file may be replaced between our open and our flock (a run ending): then try again
+        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            pid, host = _lock_owner(lock)
+            raise RunFolderError(f"{out_dir} is in use by another run (process {pid}"
+                                 f"{'' if host in ('', socket.gethostname()) else ' on ' + host}, lock file {lock}): wait "
+                                 "for it to end, or choose another output folder") from None
+        try: same = os.fstat(fd).st_ino == os.stat(lock).st_ino
+        except FileNotFoundError: same = False
+        if same: break
+        os.close(fd)
+    else:
+        raise RunFolderError(f"{out_dir}: its lock file {lock} kept changing; is another run starting there?")
+    if pid is not None:   # the file held no lock: the run that wrote it was killed
+        warnings.warn(f"{out_dir}: took over the lock file of process {pid}{'' if host in ('', socket.gethostname()) else ' on ' + host}, "
+                      "which no longer holds it (a run that was killed)", stacklevel=2)
+    os.ftruncate(fd, 0); os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
+    claim = RunClaim(out_dir, owned=True, made=made, fd=fd)
     try:
         found = run_files(out_dir)
         if found and resume is None:
@@ -430,13 +418,13 @@ class RandomStreams(L.Callback):
 
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint writer, each file written under a temporary name in its own folder and renamed
-    (`_atomic_write`): Lightning's own writes through a temporary file in /tmp, whose rename across filesystems is a copy
-    that a full disk or a kill cuts short. A failed write keeps the checkpoint written before (one `RunWriteError`)."""
+    (`atomic_write`): Lightning's own writes through a temporary file in /tmp, whose rename across filesystems is a copy
+    that a full disk or a kill cuts short. A failed write keeps the checkpoint written before (one `WriteError`)."""
     def save_checkpoint(self, checkpoint, path, storage_options=None):
         if storage_options is not None:
             raise TypeError(f"{type(self).__name__}.save_checkpoint takes no storage_options, got {storage_options!r}")
         path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-        _atomic_write(path, lambda tmp: torch.save(checkpoint, tmp))
+        atomic_write(path, lambda tmp: torch.save(checkpoint, tmp))
 
 # %% ../../nbs/train/04_fit.ipynb #88d0bd91
 def loss_spikes(log,                      # a run's metrics.csv, or the run's folder (its newest logs/version_*)
@@ -514,7 +502,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
     marker beside its checkpoints; a resumed run's log keeps the rows from before the resumption, whatever happens.
     Ctrl-C is a `RunInterrupted` saying where the last checkpoint is (Lightning would exit with status 1 and leave
-    Ctrl-C ignored); a checkpoint that cannot be written, a `RunWriteError` saying how to go on."""
+    Ctrl-C ignored); a checkpoint that cannot be written, a `WriteError` saying how to go on."""
     workers = dict(num_workers=config.loader_workers, persistent_workers=config.loader_workers > 0)
     if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
         # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
@@ -543,8 +531,8 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
         raise RunInterrupted(f"interrupted after {trainer.global_step} steps; " + (
             f"the last checkpoint is {last}: resume with resume='last' (--resume last)" if last.is_file()
             else "no checkpoint was written yet (the first is written at the end of the first epoch)")) from None
-    except RunWriteError as e:
-        raise RunWriteError(f"{e}; training stopped after {trainer.global_step} steps: free some space and resume "
+    except WriteError as e:
+        raise WriteError(f"{e}; training stopped after {trainer.global_step} steps: free some space and resume "
                             "(resume='last', --resume last)") from None
     except FloatingPointError as e:   # diverged during training (e.g. the generator's outputs overflowed)
         msg = (f"training diverged after {trainer.global_step} steps (lr {config.lr}, generator_lr "
@@ -678,15 +666,12 @@ def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, ener
         # metrics.json first: the scores are kept when model.pt cannot be written (and said when neither can)
         try:
             _write_json(out_dir / "metrics.json", metrics)
-        except RunWriteError as e:
-            raise RunWriteError(f"{e}. The run's errors: {_scores_line(metrics) or 'none (pre-training)'}") from None
+        except WriteError as e:
+            raise WriteError(f"{e}. The run's errors: {_scores_line(metrics) or 'none (pre-training)'}") from None
         try:   # save_model writes under a temporary name and renames (anids.method.model.atomic_write)
             save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
-        except (OSError, RuntimeError) as e:
-            if not _write_failed(e): raise
-            why = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
-            if str(out_dir / "model.pt") not in why: why = f"could not write model.pt in {out_dir}: {why}"
-            raise RunWriteError(f"{why}. metrics.json was written ({_scores_line(metrics) or 'pre-training'}); free some "
+        except WriteError as e:
+            raise WriteError(f"{e}. metrics.json was written ({_scores_line(metrics) or 'pre-training'}); free some "
                                 "space and resume the finished run (resume='last', --resume last) to write model.pt") from None
         (out_dir / DIVERGED_FILE).unlink(missing_ok=True)   # an earlier attempt's marker no longer holds
     return metrics

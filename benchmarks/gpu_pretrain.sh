@@ -28,7 +28,7 @@ import sys, time, json
 method, steps, device, out, max_structures = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 from anids.experiments.protocols import pretrain
 t0 = time.time()
-r = pretrain(method, budget="demo", steps=steps, batch_size=64, device=device, fast_step=True, checkpoint_dir=out,
+r = pretrain(method, budget="demo", steps=steps, batch_size=64, grad_clip=10.0, device=device, fast_step=True, checkpoint_dir=out,
              out_dir="/tmp/anids_runs", progress=False, max_structures=int(max_structures) if max_structures else None)
 print(json.dumps({k: r[k] for k in ("name", "steps", "batch_size", "n_train", "train_time_s", "wall_time_s",
                                     "heldout_denoise_loss", "final")}, indent=1, default=str))

@@ -10,7 +10,7 @@ from ase import Atoms
 from ..data.molecules import PRETRAIN_MOLECULES, molecule_from_smiles, pdo_crystal
 from ..data.datagen import run_langevin_md
 from ..data.structures import atoms_to_data
-from ..train import make_config, fit
+from ..train import make_config, fit, unused_run_dir
 from ..provenance import repo_root, versions
 
 # %% auto #0
@@ -76,7 +76,7 @@ def pretrain_generator(structures: list[Atoms], method: str = "anids", out_dir="
     cfg = make_config("pretrain", preset=preset, generator_preset=generator_preset, method=method, epochs=epochs,
                       sigma_p=sigma_p, batch_size=batch_size, lr=lr, warmup_epochs=1, ema_decay=0.0, seed=seed,
                       threads=threads, progress=progress)
-    out_dir = Path(out_dir) / method
+    out_dir = unused_run_dir(Path(out_dir) / method)   # run again, beside the runs made before
     metrics = fit(train, val, cfg, out_dir)
     metrics["model_path"] = str(out_dir / "model.pt")
     metrics["final_train_losses"] = _last_epoch_losses(out_dir)

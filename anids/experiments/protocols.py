@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from ..data import datasets as D
 from ..data.units import force_factor
-from ..train import RECIPES, make_config, fit
+from ..train import RECIPES, make_config, fit, unused_run_dir
 from ..train.config import PRETRAIN_BUDGETS, PRETRAIN_SCALES
 from ..method.noise import renamed_keywords
 from ..data.pretrain_data import load_qm9, load_pcqm4mv2
@@ -113,7 +113,7 @@ def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
     pre-training" row: it never loads or makes pre-trained weights. Writes `out_dir/pretrain` and `out_dir/finetune`;
     returns {"config", "metrics" (of `fit`), "pretrain_metrics", "pretrained", "pretrain_epochs"}."""
     cfg = make_config(recipe, molecule=molecule, **{**dict(method=method, seed=seed, progress=progress, accelerator=device), **overrides})
-    out_dir = Path(out_dir)
+    out_dir = unused_run_dir(out_dir)   # run again, beside the runs made before
     if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
     pre_metrics = None
     if pretrain_epochs > 0:
@@ -126,7 +126,7 @@ def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
     metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
                   pretrained=pretrained, energy_unit=energy_unit, extra={"data": sets["info"]})
     return {"config": cfg, "metrics": metrics, "pretrain_metrics": pre_metrics, "pretrained": pretrained,
-            "pretrain_epochs": pretrain_epochs}
+            "pretrain_epochs": pretrain_epochs, "run_dir": out_dir}
 
 def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
@@ -161,7 +161,7 @@ def run_md17(molecule: str = "aspirin",
             "seed": seed, "data": sets["info"], "config": asdict(cfg), "pretrain_epochs": r["pretrain_epochs"],
             "pretrained": r["pretrained"], "test": metrics["test"], "val": metrics["val"],
             "force_mae_kcal_mol_A": metrics["test"]["force_mae_eV_A"] / force_factor("kcal/mol/A"),   # eV/A: a key every metrics.json has
-            "n_parameters": metrics["n_parameters"], "run_dir": str(out_dir),
+            "n_parameters": metrics["n_parameters"], "run_dir": str(r["run_dir"]),
             "versions": metrics["versions"],   # taken when the run started: revision and dirty flag of the code that ran
             "timings_s": {"pretrain": pre_metrics["train_time_s"] if pre_metrics else 0.0,
                           "finetune": metrics["train_time_s"], "total": time.time() - t0},
@@ -239,7 +239,7 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
         cfg = make_config("md17-demo", backbone=backbone, preset=preset, generator_preset=generator_preset, method=method,
                           epochs=epochs, batch_size=batch_size, seed=seed, accelerator=device, progress=progress,
                           train_generator=True, threads=threads, check_val_every_n_epoch=epochs)
-        m = fit(sets["train"], sets["val"], cfg, Path(out_dir) / method)
+        m = fit(sets["train"], sets["val"], cfg, unused_run_dir(Path(out_dir) / method))
         rows.append({"method": method, "n_parameters": m["n_parameters"], "n_parameters_denoiser": m["n_parameters_denoiser"],
                      "seconds_per_epoch": m["train_time_s"] / epochs, "epochs": epochs, "n_train": n_train,
                      # without the first epoch's one-off costs (on a GPU: libraries loading at first use)
@@ -264,7 +264,7 @@ def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_va
     return train, val
 
 def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | anids
-             budget: str = "demo",            # demo | paper (PRETRAIN_BUDGETS)
+             budget: str = "demo",            # demo | paper | paper-md17 (PRETRAIN_BUDGETS)
              dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the budget's)
              backbone: str|None = None, backbone_preset: str|None = None,
              steps: int|None = None, batch_size: int|None = None, seed: int = 0,
@@ -290,8 +290,8 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
                       sigma_p=s["sigma_p"], lambda_kl=s["lambda_kl"], lambda_gamma=s["lambda_gamma"], seed=seed,
                       grad_clip=s.get("grad_clip"),   # None: the recipe's
                       accelerator=device, threads=threads, progress=progress, ema_decay=0.0, check_val_every_n_epoch=max(1, epochs),
-                      **overrides)
-    run_dir = Path(out_dir) / f"{dataset}_{backbone}_{backbone_preset}_{method}_seed{seed}"
+                      **{**s.get("config", {}), **overrides})   # the budget's further settings, then the caller's
+    run_dir = unused_run_dir(Path(out_dir) / f"{dataset}_{backbone}_{backbone_preset}_{method}_seed{seed}")
     m = fit(train, val, cfg, run_dir, extra={"dataset": dataset})
     name = f"pretrain_{dataset}_{backbone}_{backbone_preset}_{method}"
     curves = training_curves(run_dir)
@@ -546,7 +546,7 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
             raise ValueError(f"row {row!r}: {problem}" + ("; give a checkpoint_dir holding that pre-training"
                                                           if checkpoint_dir is None else f" ({checkpoint_dir})"))
     label = label or row
-    run_dir = Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}"
+    run_dir = unused_run_dir(Path(out_dir) / f"{label.replace(' ', '_').replace('/', '')}_seed{seed}")
     try:
         m = fit(train, val, cfg, run_dir, test_set=test, pretrained=pretrained, energy_unit="kcal/mol")
     except FloatingPointError as e:
@@ -917,7 +917,7 @@ def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
             "force_rmse_meV_A": t["force_rmse_meV_A"], "backbone": r["config"].backbone, "preset": r["config"].preset,
             "epochs": r["config"].epochs, "pretrained": str(r["pretrained"]) if r["pretrained"] else None,
             "train_generator": m["config"]["train_generator"], "n_parameters": m["n_parameters"],
-            "train_time_s": m["train_time_s"], "wall_time_s": m["wall_time_s"], "test": t, "run_dir": str(out_dir)}
+            "train_time_s": m["train_time_s"], "wall_time_s": m["wall_time_s"], "test": t, "run_dir": str(r["run_dir"])}
 
 def write_benchmark(kind: str, runs: list[dict], path, description: str, code_versions: dict|None = None, **context) -> Path:
     """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,

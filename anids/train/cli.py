@@ -6,7 +6,7 @@ import argparse, os, shlex, sys, warnings
 from dataclasses import fields
 from pathlib import Path
 import numpy as np
-from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, make_out_dir, fit, force_mae_key
+from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit, force_mae_key
 from .loop import RunClaim, RunFolderError, WriteError, claim_out_dir
 from ..data import datasets as D
 from ..data.structures import validate_structures

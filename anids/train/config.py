@@ -12,7 +12,8 @@ from ..nn.backbones import BACKBONES, backbone_class
 
 # %% auto #0
 __all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE',
-           'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES', 'TrainConfig', 'make_config']
+           'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES', 'DEVIATION_KEYS', 'TrainConfig', 'make_config', 'paper_deviations',
+           'deviations_markdown']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -45,6 +46,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     generator_lr: float = 0.0        # learning rate of psi when it trains (0: the same as lr)
     kl_warmup_threshold: float = 0.0 # >0: train psi on KL alone until KL < threshold (OC22: 2.0)
     denoise_decay: bool = True       # lambda_denoise decays linearly to 0 over the run (authors' MD17 code)
+    cutoff_envelope: bool|None = None  # add ln f_cut(|r_ij|) to psi's b_ij (not in Eq. 15): None: as a kept pre-trained generator was trained, else off
     scale_statistic: str = "force_rms"  # what sets the output scale of energies and forces, the unit of their loss terms: force_rms (the training forces' RMS) | energy_std (the std of the training energies less their element references: the authors' MD17 code, task_std)
     # optimisation
     epochs: int = 100                # passes over the training set
@@ -144,14 +146,15 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
     # stops with an error unless train_generator=True asks for joint training (not the paper's setting).
     "md17-paper": dict(backbone="equiformer", preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
                        ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False, scale_statistic="energy_std"),
+                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False, scale_statistic="energy_std",
+                       target_scale="a_batch_mean"),
     # rMD17 fine-tuning table (App. C, aspirin column; 50 training structures): EquiformerV2 with L=3 (preset rmd17), as
     # in the paper's pre-training. The table gives no EMA, sigma_p, lambda_Denoise schedule or loss unit: those are
     # md17-paper's, and so are the frozen, pre-trained psi and the energy-std scale.
     "rmd17-paper": dict(backbone="equiformer_v2", preset="rmd17", generator_preset="generator", epochs=2000, batch_size=2, lr=2e-4,
                         weight_decay=1e-6, warmup_epochs=10, ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25,
                         lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False,
-                        scale_statistic="energy_std"),
+                        scale_statistic="energy_std", target_scale="a_batch_mean"),
     # the rMD17 protocol (50 structures, batch 2 as the table) on a CPU: PaiNN demo size (the shipped QM9 pre-trained
     # weights), 120 epochs = 3000 steps, about 2 minutes on one busy core; lr and EMA as cpu-30min
     "rmd17-cpu": dict(backbone="painn", preset="demo", epochs=120, batch_size=2, lr=1e-3, min_lr_ratio=0.01, weight_decay=1e-6,
@@ -177,14 +180,16 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
     "oc22": dict(backbone="equiformer_v2", preset="oc22", generator_preset="oc22_generator", force_mode="direct",
                  epochs=1, batch_size=2, lr=4e-5, warmup_epochs=0.002, weight_decay=1e-3, grad_clip=50.0, ema_decay=0.999,
                  lambda_energy=4, lambda_force=100, p=0.5, r=0.5, lambda_denoise=25, lambda_kl=5, sigma_p=0.15,
-                 lambda_gamma=0.0, train_generator=True, kl_warmup_threshold=2.0),
+                 lambda_gamma=0.0, train_generator=True, kl_warmup_threshold=2.0, scale_statistic="energy_std",
+                 target_scale="a_batch_mean"),
     # App. C MPtrj tables (GeoMFormer): trained from scratch with AniDS as an auxiliary task, psi jointly; Adam
     # (AdamW without weight decay), linear schedule. The paper's table gives no stress weight; the conservative
     # stress is available for evaluation (and --lambda-stress trains it).
     "mptrj": dict(backbone="geomformer", preset="mptrj", generator_preset="mptrj_generator", force_mode="conservative",
                   epochs=50, batch_size=40, lr=2e-4, warmup_epochs=1, weight_decay=0.0, lr_schedule="linear",
                   min_lr_ratio=0.0, lambda_energy=1, lambda_force=1, p=0.25, r=0.25, lambda_denoise=0.8,
-                  lambda_kl=1e-3, sigma_p=0.05, lambda_gamma=0.0, train_generator=True),
+                  lambda_kl=1e-3, sigma_p=0.05, lambda_gamma=0.0, train_generator=True, scale_statistic="energy_std",
+                  target_scale="a_batch_mean"),
     # App. C MPtrj tables (EqV2): continued training of eqV2-S-DeNS (OMat24, weights via --pretrained) with direct forces
     # and a direct stress head (anids.nn.equiformer_v2.StressHead; a stress weight on a direct run adds it), its isotropic and
     # anisotropic parts weighted separately; psi trained jointly after the OC22 KL-only warm-up (KL < 2.0). The table gives
@@ -194,7 +199,7 @@ RECIPES = {  # every recipe names its backbone and that backbone's preset
                        epochs=7, batch_size=3, lr=5e-5, warmup_epochs=0.1, weight_decay=1e-3, lr_schedule="cosine",
                        grad_clip=50.0, ema_decay=0.999, lambda_energy=5, lambda_force=20, lambda_stress_iso=5,
                        lambda_stress_aniso=5, p=0.5, r=1.0, lambda_denoise=10, lambda_kl=10, sigma_p=0.1, lambda_gamma=0.0,
-                       train_generator=True, kl_warmup_threshold=2.0),
+                       train_generator=True, kl_warmup_threshold=2.0, scale_statistic="energy_std", target_scale="a_batch_mean"),
     # The mlearn elemental crystals (Si, Mo; about 200 periodic cells of 2-96 atoms) on a laptop CPU: PaiNN demo,
     # conservative forces and stress, psi trained jointly from scratch (no pre-trained generator knows Si or Mo) with
     # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A); 2000 was
@@ -248,16 +253,58 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
     return TrainConfig(**cfg)
 
 PRETRAIN_BUDGETS = {
-    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step)
+    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step), for the rMD17 and MD22 tables: EquiformerV2
+    # (L=3, preset rmd17), the backbone rmd17-paper fine-tunes; targets scaled as the code released with the paper
     "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
-                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0),
-    # the same optimiser and noise settings, PaiNN (demo size) on QM9
-    # and gradients clipped at norm 10 (a step's is about 1): once in millions of atoms the noise pushes two bonded atoms
-    # a few tenths of an A apart, PaiNN's outputs and the gradient explode (1e16), and without clipping that one step
-    # spoils the rest of a pre-training (RESULTS.md, "A second pre-training"); the shipped checkpoints predate it
-    "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=3000, batch_size=32,
-                 lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0, grad_clip=10.0),
+                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
+                  config=dict(target_scale="a_batch_mean")),
+    # the same table for MD17 (Table 1): the authors' MD17 rows pre-train and fine-tune Equiformer (V1, L=2, preset md17;
+    # their equiformer_AniDS_N@6_L@2 config), the backbone md17-paper fine-tunes
+    "paper-md17": dict(dataset="pcqm4mv2", backbone="equiformer", backbone_preset="md17", steps=40000, batch_size=160,
+                       lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
+                       config=dict(target_scale="a_batch_mean")),
+    # the same optimiser and noise settings, PaiNN (demo size) on QM9: the recipe of the shipped checkpoints
+    # (data/checkpoints/pretrain_qm9_painn_demo_*.pt: 4250 steps of 64 molecules, unclipped, with the envelope on b_ij)
+    "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=4250, batch_size=64,
+                 lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0, grad_clip=0.0,
+                 config=dict(cutoff_envelope=True)),
 }
-"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`): the PCQM4Mv2 table (`paper`) and a
-CPU one on QM9 (`demo`)."""
+"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`): the PCQM4Mv2 table for the
+EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the shipped checkpoints' recipe on QM9
+(`demo`). `config` holds further TrainConfig settings of the budget. (Gradient clipping at norm 10 guards a pre-training
+against the rare noise draw that pushes two bonded atoms together, RESULTS.md "A second pre-training"; the shipped
+checkpoints were made without it, so `demo` has none: pass grad_clip=10 for a safer run.)"""
 PRETRAIN_SCALES = PRETRAIN_BUDGETS   # the old name (the same dict), for one release
+
+# %% ../../nbs/train/01_config.ipynb #4b944c18
+DEVIATION_KEYS = ("key", "what", "paper", "authors", "default", "setting", "paper_value", "paper_recipes", "why", "effect")
+"The fields of a `[[deviation]]` of data/paper/deviations.toml (its header says what each holds)."
+
+def paper_deviations(path=None) -> list[dict]:
+    "The rows of data/paper/deviations.toml (the checkout's, else the installed copy), each with every DEVIATION_KEYS field."
+    import sys
+    from pathlib import Path
+    from anids.provenance import repo_root
+    try: import tomllib
+    except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
+    if path is None:
+        places = ([repo_root() / "data" / "paper"] if repo_root() is not None else []) + [Path(sys.prefix) / "share" / "anids" / "data" / "paper"]
+        path = next((d / "deviations.toml" for d in places if (d / "deviations.toml").is_file()), None)
+        if path is None: raise FileNotFoundError(f"no deviations.toml in {[str(d) for d in places]}")
+    rows = tomllib.loads(Path(path).read_text())["deviation"]
+    for k, row in enumerate(rows):
+        if set(row) != set(DEVIATION_KEYS):
+            raise ValueError(f"{path}: deviation {k} ({row.get('key')!r}) has fields {sorted(row)}; want {list(DEVIATION_KEYS)}")
+    return rows
+
+def deviations_markdown(rows: list[dict]|None = None) -> str:
+    "The deviations as a Markdown table: what differs, paper / authors, our default, the setting that restores the paper."
+    rows = paper_deviations() if rows is None else rows
+    cell = lambda s: str(s).replace("|", "\\|").replace("\n", " ")
+    out = ["| what | the paper | the authors' code | here by default | to follow the paper | paper recipes | effect |",
+           "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        restore = f"`{r['setting'].split('.')[-1]}={r['paper_value']!r}`" if r["setting"] and r["paper_value"] != "" else "—"
+        out.append("| " + " | ".join(cell(x) for x in (f"**{r['key']}**: {r['what']}", r["paper"], r["authors"], r["default"],
+                                                       restore, ", ".join(r["paper_recipes"]) or "—", r["effect"] or "—")) + " |")
+    return "\n".join(out)

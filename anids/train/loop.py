@@ -3,7 +3,7 @@
 # %% ../../nbs/train/04_fit.ipynb #8d1ae4b9
 "A whole run (`fit`): data statistics, model, pre-trained weights, Lightning's loop, the scores and the files it writes."
 from __future__ import annotations
-import inspect, json, math, os, random, signal, socket, sys, time
+import json, math, os, random, signal, socket, sys, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import ase.data, warnings
@@ -29,9 +29,9 @@ from .checkpoints import resolve_pretrained, has_trained_generator, generator_sc
 # %% auto #0
 __all__ = ['RUN_LOCK', 'DIVERGED_FILE', 'RUN_FILES', 'RESUME_LOG_BACKUP', 'RESUME_SETTINGS', 'force_rms', 'output_scale',
            'elements_missing_from_training', 'make_out_dir', 'RunFolderError', 'RunInterrupted', 'run_files',
-           'RunClaim', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training', 'TrainingClock',
-           'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks', 'make_trainer',
-           'train_loop', 'score', 'check_resume_settings', 'fit']
+           'RunClaim', 'unused_run_dir', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training',
+           'TrainingClock', 'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks',
+           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -160,6 +160,15 @@ class RunClaim:
     def __enter__(self): return self
     def __exit__(self, *exc): self.release()
 
+def unused_run_dir(base) -> Path:
+    """`base`, or the first of base-2, base-3, ... that holds no run (`run_files`): where an experiment that is run
+    again trains without touching the runs it made before (`fit` then claims the folder)."""
+    base = Path(base)
+    for k in range(1, 10_000):
+        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        if not run_files(out) and not (out / RUN_LOCK).exists(): return out
+    raise ValueError(f"no unused folder {base}-N: clear old runs out of {base.parent}")
+
 def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
     """Claim `out_dir` for one run: the lock file `RUN_LOCK` is locked exclusively (flock, atomic, released by the kernel
     when the process ends however it ends), so of two runs started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
@@ -227,16 +236,24 @@ def training_indices(train_set, config: TrainConfig, model: AniDSModel) -> Struc
     groups = StructureIndices(train_set, buckets).groups()
     return StructureIndices(train_set, buckets, [list_builder(g, model, config.neighbour_skin) for g in groups])
 
-def _force_encoding_clamp(config: TrainConfig, train_set, scale: float) -> float|None:
-    """A denoiser whose force encoding clamps long forces (PaiNN's `force_encoding_max`, in output-scale units) keeps
-    its clamp at the same multiple of the training force RMS under another scale statistic: under `energy_std` an
-    ethanol force is some 8 units long, and the default clamp of 3 would cut nearly all of them. None: nothing to move."""
-    if config.scale_statistic == "force_rms" or config.scheme == "pretrain": return None
-    from anids.nn.backbones import PRESETS, backbone_class
-    default = inspect.signature(backbone_class(config.backbone)).parameters.get("force_encoding_max")
-    if default is None: return None
-    clamp = PRESETS[config.backbone].get(config.preset, {}).get("force_encoding_max", default.default)
-    return None if clamp is None else clamp * force_rms(train_set) / scale
+def _force_encoding_scale(train_set, pre: bool) -> float|None:
+    """The unit of the forces fed to the denoiser (App. B.1): the training force RMS, whatever sets the loss unit
+    (`scale_statistic`), so that the denoiser sees the same encoded forces under either. None where no forces are
+    encoded (pre-training, or a set without forces): the model's force_scale."""
+    if pre or not any(getattr(s, "forces", None) is not None for s in train_set): return None
+    rms = force_rms(train_set)
+    return rms if rms > 0 else None
+
+def _generator_envelope(config: TrainConfig, src: AniDSModel|None, keep_generator: bool) -> bool:
+    """Whether psi adds ln f_cut to b_ij (not in Eq. 15): `config.cutoff_envelope`; None: as the pre-trained generator
+    whose weights the run keeps was trained (the QM9 generators shipped before this setting had it), else off."""
+    trained_with = bool(src.generator.cutoff_envelope) if keep_generator and src is not None and src.generator.learned else None
+    if config.cutoff_envelope is None: return bool(trained_with)
+    if trained_with is not None and config.cutoff_envelope != trained_with:
+        raise ValueError(f"the pre-trained generator was trained with cutoff_envelope={trained_with}, and its weights are kept: "
+                         f"cutoff_envelope={config.cutoff_envelope} would change its Sigma_i. Leave cutoff_envelope unset "
+                         "(None), or train psi from scratch")
+    return bool(config.cutoff_envelope)
 
 def prepare_training(train_set, config: TrainConfig,
                      pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
@@ -255,8 +272,7 @@ def prepare_training(train_set, config: TrainConfig,
     if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
         spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
                     generator_overrides={"vector_norm_eps": config.vector_norm_eps})
-    clamp = _force_encoding_clamp(config, train_set, scale)
-    if clamp is not None: spec["backbone_overrides"] = {**spec.get("backbone_overrides", {}), "force_encoding_max": clamp}
+    spec["force_encoding_scale"] = _force_encoding_scale(train_set, pre)
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
     if config.fast_step:   # whole batches only (fixed shapes) of molecules, and a graph that does not change the result
         if len(train_set) < config.batch_size:
@@ -270,6 +286,8 @@ def prepare_training(train_set, config: TrainConfig,
         src = load_model(pretrained)
     info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
+    keep_gen = src is not None and has_trained_generator(src, config)
+    spec["cutoff_envelope"] = _generator_envelope(config, src, keep_gen)
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
     if config.fast_step:
         for group in StructureIndices(train_set, buckets).groups():
@@ -280,7 +298,6 @@ def prepare_training(train_set, config: TrainConfig,
                 check_lists(module.model, cutoff)
             else: check_fixed_graph(module.model, FixedShapeSet.for_model(group, module.model, skin=config.neighbour_skin))
     if src is not None:
-        keep_gen = has_trained_generator(src, config)
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
         missing, _ = module.model.load_state_dict(state, strict=False)
         for name in ("atomic_energies",):  # keep this dataset's statistics

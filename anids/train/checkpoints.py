@@ -12,25 +12,53 @@ from ..provenance import repo_root
 from .config import TrainConfig
 
 # %% auto #0
-__all__ = ['LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'checkpoint_dirs', 'pretrained_name', 'resolve_pretrained',
-           'published_provenance', 'pretrained_elements', 'unseen_elements', 'has_trained_generator',
-           'generator_scheme']
+__all__ = ['LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'local_checkpoint_dir', 'checkpoint_dirs',
+           'pretrained_name', 'pretrain_command', 'resolve_pretrained', 'published_provenance', 'pretrained_elements',
+           'unseen_elements', 'has_trained_generator', 'generator_scheme']
 
 # %% ../../nbs/train/03_checkpoints.ipynb #9ec7dca1
 LEARNED_METHODS = ("denoisevae", "anids-add", "anids")
 PRETRAINED_NAMES = ("qm9", "pcqm4mv2")
 
+def local_checkpoint_dir() -> Path:
+    """Where named checkpoints made here go (`nbs/pretrain.ipynb` writes them there by default): `$ANIDS_CHECKPOINT_DIR`,
+    else runs/pretrain/checkpoints of the checkout (of the working directory outside one)."""
+    if os.environ.get("ANIDS_CHECKPOINT_DIR"): return Path(os.environ["ANIDS_CHECKPOINT_DIR"]).expanduser()
+    return (repo_root() or Path.cwd()) / "runs" / "pretrain" / "checkpoints"
+
 def checkpoint_dirs() -> list[Path]:
-    "Where named pre-trained checkpoints are looked for: `$ANIDS_CHECKPOINT_DIR`, the checkout's data/checkpoints, the install's share/."
-    if os.environ.get("ANIDS_CHECKPOINT_DIR"): return [Path(os.environ["ANIDS_CHECKPOINT_DIR"]).expanduser()]
+    """Where named pre-trained checkpoints are looked for, in this order: `$ANIDS_CHECKPOINT_DIR` alone when it is set;
+    else the checkout's data/checkpoints (the shipped ones), `local_checkpoint_dir()` (those pre-trained here), the install's share/."""
+    if os.environ.get("ANIDS_CHECKPOINT_DIR"): return [local_checkpoint_dir()]
     root = repo_root()
-    return ([root / "data" / "checkpoints"] if root is not None else []) + [Path(sys.prefix) / "share" / "anids" / "data" / "checkpoints"]
+    return (([root / "data" / "checkpoints"] if root is not None else []) + [local_checkpoint_dir()]
+            + [Path(sys.prefix) / "share" / "anids" / "data" / "checkpoints"])
 
 def pretrained_name(dataset: str, backbone: str, preset: str, method: str) -> str:
     return f"pretrain_{dataset}_{backbone}_{preset}_{method}.pt"
 
+def pretrain_command(dataset: str, config: TrainConfig) -> str:
+    """The commands that make the named checkpoint `pretrained_name(dataset, <config's backbone, preset, method>)`:
+    `anids.experiments.pretrain` and `nbs/pretrain.ipynb` with the pre-training budget (`PRETRAIN_BUDGETS`) of that
+    data set, backbone and preset (else a budget of the data set with the backbone and preset given), writing to
+    `local_checkpoint_dir()`, where `resolve_pretrained` looks."""
+    from anids.train.config import PRETRAIN_BUDGETS
+    of_dataset = [b for b, s in PRETRAIN_BUDGETS.items() if s["dataset"] == dataset]
+    same = [b for b in of_dataset if (PRETRAIN_BUDGETS[b]["backbone"], PRETRAIN_BUDGETS[b]["backbone_preset"]) == (config.backbone, config.preset)]
+    budget = (same or of_dataset or list(PRETRAIN_BUDGETS))[0]
+    args = {"budget": budget}
+    if PRETRAIN_BUDGETS[budget]["dataset"] != dataset: args["dataset"] = dataset
+    if not same: args.update(backbone=config.backbone, backbone_preset=config.preset)
+    if config.generator_preset != "generator": args["generator_preset"] = config.generator_preset
+    where = local_checkpoint_dir()
+    py = ", ".join([repr(config.method)] + [f"{k}={v!r}" for k, v in args.items()] + [f"checkpoint_dir={str(where)!r}"])
+    pm = " ".join(f"-p {k} {v}" for k, v in {"method": config.method, **args}.items())
+    return (f"`anids.experiments.pretrain({py})` or `papermill nbs/pretrain.ipynb out.ipynb {pm}` (it writes to {where})")
+
 def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
-    "A checkpoint path, or a dataset name ('qm9') resolved to the shipped checkpoint of config's backbone, preset and method."
+    """A checkpoint path, or a data set name ('qm9', 'pcqm4mv2') resolved to the checkpoint of config's backbone, preset and
+    method pre-trained on it (`pretrained_name`) in `checkpoint_dirs()`; a missing one is a FileNotFoundError naming the
+    command that makes it (`pretrain_command`)."""
     path = Path(pretrained)
     if str(pretrained) not in PRETRAINED_NAMES:
         if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {path}")
@@ -44,7 +72,8 @@ def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
     have = sorted(p.name for d in checkpoint_dirs() if d.is_dir() for p in d.glob(f"pretrain_{pretrained}_*.pt"))
     raise FileNotFoundError(f"no checkpoint {name} pre-trained on {pretrained} for backbone {config.backbone!r}, preset "
                             f"{config.preset!r}, method {config.method!r} in {[str(d) for d in checkpoint_dirs()]}; "
-                            f"available: {have or 'none'} (make one with nbs/pretrain.ipynb)")
+                            f"available: {have or 'none'}. Make it with {pretrain_command(str(pretrained), config)}, "
+                            "or give a checkpoint's path")
 
 DATASET_ELEMENTS = {"qm9": (1, 6, 7, 8, 9)}
 "Elements of the pre-training data sets, for checkpoints whose provenance predates its `elements` field."

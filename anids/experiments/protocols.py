@@ -17,10 +17,10 @@ from ..provenance import versions, repo_root
 from ..method.model import read_checkpoint
 
 # %% auto #0
-__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS',
-           'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS',
-           'BENCHMARK_PRESETS', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets',
-           'run_md17', 'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table',
+__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'PAPER_TABLE3',
+           'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS',
+           'BENCHMARK_BUDGETS', 'BENCHMARK_PRESETS', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data',
+           'finetune_sets', 'run_md17', 'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table',
            'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
            'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study', 'ablation_run', 'run_jobs',
            'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
@@ -36,6 +36,11 @@ OLD_BUDGET_VALUES = {"tiny": "demo"}
 "Old names of budgets still read for a release (with a FutureWarning): the crystal tables' `tiny` is `demo`."
 MD17_BUDGETS = {"demo": "md17-demo", "paper": "md17-paper"}
 "The budgets of `run_md17` and the recipe (`anids.train.RECIPES`) each runs."
+MD17_PRETRAINED = {"demo": "qm9", "paper": "pcqm4mv2"}
+"""The pre-trained weights of each `run_md17` budget (`pretrained="budget"`): `demo` the shipped QM9 checkpoints (PaiNN demo),
+`paper` the checkpoint the `paper-md17` pre-training budget makes (Equiformer L=2 on PCQM4Mv2, the backbone `md17-paper`
+fine-tunes: `anids.experiments.pretrain(method, budget="paper-md17", checkpoint_dir=...)` or
+`papermill nbs/pretrain.ipynb out.ipynb -p budget paper-md17`), resolved by name (`anids.train.resolve_pretrained`)."""
 
 def check_budget(budget: str,
                  allowed,                        # the budgets `where` has (a tuple, or a dict keyed by them)
@@ -136,23 +141,32 @@ def run_md17(molecule: str = "aspirin",
              epochs: int|None = None,          # fine-tuning epochs (default: the recipe's)
              pretrain_epochs: int = 0,         # >0: Algorithm 1 on the training geometries instead of `pretrained`
              seed: int = 0,
-             pretrained: str|None = "qm9",     # 'qm9' (shipped checkpoint), a path, or None (psi trained jointly)
+             pretrained: str|None = "budget",  # 'budget': the budget's (MD17_PRETRAINED: qm9 / pcqm4mv2); 'qm9', 'pcqm4mv2', a path, or None (psi trained jointly)
              device: str = "cpu",              # cpu | gpu
              out_dir: str|Path = "runs/md17",
              n_train: int = 950, n_val: int = 50, max_test: int|None = None,
              progress: bool = True,
+             data_dir=None,                    # dataset md17: the cache folder holding md17/md17_<molecule>.npz (None: anids.data.downloads.cache_dir())
              **overrides) -> dict:             # TrainConfig settings over the recipe's (`scale`: the old name of budget)
-    "Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number."
+    """Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number. Missing pre-trained
+    weights stop the run before any data is read, naming the command that makes them (`anids.train.resolve_pretrained`)."""
     if "scale" in overrides: budget = renamed_keywords({"scale": overrides.pop("scale")}, {"scale": "budget"}, "run_md17")["budget"]
-    recipe = MD17_BUDGETS[check_budget(budget, MD17_BUDGETS, "run_md17")]
+    budget = check_budget(budget, MD17_BUDGETS, "run_md17")
+    recipe = MD17_BUDGETS[budget]
+    if pretrained == "budget": pretrained = MD17_PRETRAINED[budget]
     t0 = time.time()
-    sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test)
     settings = {}
     if backbone is not None and backbone != RECIPES[recipe]["backbone"]:
         # another backbone at the recipe's budget: its own preset of the same name (md17 / demo)
         settings.update(backbone=backbone, preset="md17" if budget == "paper" else "demo")
     if epochs is not None: settings["epochs"] = epochs
     settings.update(overrides)
+    if method != "none" and pretrain_epochs == 0 and pretrained is not None:
+        from anids.train import resolve_pretrained
+        with warnings.catch_warnings():   # make_config's note on a shortened warm-up comes with the run itself
+            warnings.simplefilter("ignore")
+            resolve_pretrained(pretrained, make_config(recipe, molecule=molecule, method=method, **settings))
+    sets = md17_splits(molecule, dataset, seed, n_train, n_val, max_test, data_dir)
     out_dir = Path(out_dir) / f"{molecule}_{method}_{dataset}_{budget}_seed{seed}"
     r = finetune_sets(sets, recipe, method, seed, pretrained, out_dir, pretrain_epochs, molecule, device, progress, **settings)
     cfg, metrics, pre_metrics = r["config"], r["metrics"], r["pretrain_metrics"]

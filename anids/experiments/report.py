@@ -11,15 +11,16 @@ from ..data.units import force_factor
 
 # %% auto #0
 __all__ = ['PAPER_TABLE_KEYS', 'PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED',
-           'MD17_COLUMNS', 'ABLATION_MAP', 'ABLATION_EXTRA', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS',
-           'HEADLINE_OURS', 'HEADLINE_MACE', 'RECIPE_OF_TABLE', 'LATEX_PREAMBLE', 'HPARAM_TABLES', 'REPORT_TITLE',
-           'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS', 'PaperTable', 'paper_dirs', 'paper_tables_file',
-           'load_paper_tables', 'paper_table', 'read_json', 'require', 'machine_of', 'read_runs', 'run_label', 'Stat',
-           'seed_stats', 'fmt_stat', 'Section', 'as_printed', 'md17_section', 'ablation_sections', 'overhead_files',
-           'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section', 'md22_section', 'geometry_section',
-           'mlearn_section', 'compare_mace_section', 'pretrain_section', 'case_study_section', 'benchmark_section',
-           'headline_table', 'hparam_ours', 'hparam_section', 'tex', 'Report', 'build_report', 'report_figures',
-           'Study', 'load_studies', 'study_files', 'study_page', 'studies_index', 'write_study_pages']
+           'MD17_COLUMNS', 'ABLATION_MAP', 'ABLATION_EXTRA', 'ABLATION_EXTRA_BASE', 'COST_MAP', 'GEOMOPT_COLUMNS',
+           'HEADLINE_ROWS', 'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'RECIPE_OF_TABLE', 'SELECTION_LEAD',
+           'LATEX_PREAMBLE', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS',
+           'PaperTable', 'paper_dirs', 'paper_tables_file', 'load_paper_tables', 'paper_table', 'read_json', 'require',
+           'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed',
+           'md17_section', 'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section', 'mptrj_section',
+           'rmd17_section', 'md22_section', 'geometry_section', 'mlearn_section', 'compare_mace_section',
+           'pretrain_section', 'case_study_section', 'benchmark_section', 'headline_table', 'hparam_ours',
+           'hparam_section', 'tex', 'Report', 'build_report', 'report_figures', 'Study', 'load_studies', 'study_files',
+           'study_page', 'studies_index', 'write_study_pages']
 
 # %% ../../nbs/experiments/04_report.ipynb #0026de4c
 _MISSING = ("-", "--", "----", "—", "")
@@ -46,6 +47,7 @@ class PaperTable:
     improvements: dict = field(default_factory=dict)  # column -> relative improvement printed on that row
     improvement_over: str|None = None   # the row those percentages are relative to (our reading, checked below)
     note: str = ""
+    selection: str = ""         # how the paper chose the numbers it prints (which epoch's model), and how ours were
 
     @property
     def title(self) -> str:
@@ -74,7 +76,7 @@ def _frame(rows: dict, columns, index_name: str) -> pd.DataFrame:
 
 # %% ../../nbs/experiments/04_report.ipynb #394d8732
 PAPER_TABLE_KEYS = ("key", "number", "caption", "quantity", "kind", "index_name", "columns", "rows", "highlighted",
-                    "improvement_over", "improvements", "note")
+                    "improvement_over", "improvements", "note", "selection")
 "The fields of a `[[table]]` in data/paper/tables.toml (the file's header says what each one holds)."
 
 def paper_dirs() -> list[Path]:
@@ -91,8 +93,9 @@ def paper_tables_file(name: str = "tables.toml") -> Path:
     if path is None: raise FileNotFoundError(f"no {name} in {[str(d) for d in paper_dirs()]}")
     return path
 
-def _paper_table(raw: dict, where: str) -> PaperTable:
-    "One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table)."
+def _paper_table(raw: dict, where: str, selections: dict|None = None) -> PaperTable:
+    """One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table).
+    `selections`: the file's `[selection]` texts, by name; a results table names one in `selection`."""
     unknown = sorted(set(raw) - set(PAPER_TABLE_KEYS))
     if unknown: raise ValueError(f"{where}: unknown keys {unknown}; known: {list(PAPER_TABLE_KEYS)}")
     missing = [k for k in ("key", "number", "caption", "quantity", "index_name", "columns", "rows") if k not in raw]
@@ -118,6 +121,13 @@ def _paper_table(raw: dict, where: str) -> PaperTable:
         raise ValueError(f"{where}: highlighted {raw['highlighted']!r} is neither a row nor a column")
     if "improvement_over" in raw and raw["improvement_over"] not in rows:
         raise ValueError(f"{where}: improvement_over {raw['improvement_over']!r} is not a row")
+    selections = selections or {}
+    kind = raw.get("kind", "results")
+    if kind == "results" and "selection" not in raw:
+        raise ValueError(f"{where}: a results table needs `selection`, how the paper chose its numbers; one of {sorted(selections)}")
+    if kind != "results" and "selection" in raw: raise ValueError(f"{where}: a {kind} table has no `selection`")
+    if "selection" in raw and raw["selection"] not in selections:
+        raise ValueError(f"{where}: selection {raw['selection']!r} is not a text of [selection]; known: {sorted(selections)}")
     imp = raw.get("improvements", [])
     if imp and (len(imp) != len(cols) or not all(isinstance(p, str) for p in imp)):
         raise ValueError(f"{where}: improvements must be {len(cols)} strings, one per column ('' where none is printed)")
@@ -126,13 +136,14 @@ def _paper_table(raw: dict, where: str) -> PaperTable:
     return PaperTable(raw["key"], raw["number"], raw["caption"], raw["quantity"], _frame(rows, cols, raw["index_name"]),
                       kind=raw.get("kind", "results"), highlighted=raw.get("highlighted"),
                       improvements={c: p for c, p in zip(cols, imp) if p}, improvement_over=raw.get("improvement_over"),
-                      note=raw.get("note", ""))
+                      note=raw.get("note", ""), selection=selections.get(raw.get("selection"), ""))
 
 def load_paper_tables(path) -> dict[str, PaperTable]:
     """The paper's tables in a TOML file (one `[[table]]` each; the format is data/paper/tables.toml's header) as
     {key: PaperTable}, in the file's order. Checked, with errors that name the file and the table: no unknown and no
     missing field, as many cells in every row as there are columns, every cell a string, unique keys, and
-    `highlighted`, `improvement_over` and `improvements` that fit the table."""
+    `highlighted`, `improvement_over` and `improvements` that fit the table, and a `selection` on every results table
+    that names one of the file's `[selection]` texts (how the paper chose its numbers), each text used."""
     try:
         import tomllib
     except ModuleNotFoundError:   # Python 3.10
@@ -140,16 +151,21 @@ def load_paper_tables(path) -> dict[str, PaperTable]:
     path = Path(path)
     if not path.is_file(): raise FileNotFoundError(f"no paper tables file {path}")
     try:
-        raws = tomllib.loads(path.read_text(encoding="utf-8")).get("table", [])
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as e:
         raise ValueError(f"{path} is not valid TOML: {e}") from None
+    raws, selections = data.get("table", []), data.get("selection", {})
+    if not isinstance(selections, dict) or not all(isinstance(v, str) and v.strip() for v in selections.values()):
+        raise ValueError(f"{path}: [selection] must hold texts, name = '...'")
     out = {}
     for i, raw in enumerate(raws):
         where = f"{path}, table {i + 1} ({raw.get('key', 'no key')!r})"
-        t = _paper_table(raw, where)
+        t = _paper_table(raw, where, selections)
         if t.key in out: raise ValueError(f"{where}: key {t.key!r} repeats table {list(out).index(t.key) + 1}")
         out[t.key] = t
     if not out: raise ValueError(f"{path} holds no [[table]]")
+    unused = sorted(set(selections) - {r.get("selection") for r in raws})
+    if unused: raise ValueError(f"{path}: [selection] texts {unused} are named by no table")
     return out
 
 # %% ../../nbs/experiments/04_report.ipynb #eecd90b3
@@ -483,7 +499,13 @@ ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anid
                   "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": "DeNS noise at sigma_p 0.1, AniDS-add seed 0 pre-trained again on the CPU, clipped",
                   **_PRETRAINING_LENGTH_LABELS,
                   # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
-                  "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p"}
+                  "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p",
+                  # Table 3 (a) with the energy and force errors divided by the training energies' std, the authors' unit
+                  "none, energy-std losses": "no denoising, energy-std losses",
+                  "dens, energy-std losses": "DeNS, energy-std losses",
+                  "anids, energy-std losses": "AniDS, energy-std losses"}
+ABLATION_EXTRA_BASE = {"dens, energy-std losses": "none, energy-std losses", "anids, energy-std losses": "none, energy-std losses"}
+"The row an added row's `Δ vs no pre-train` is relative to where it is not `none`: no denoising in the same loss unit."
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
 
 def _ablation_runs(path) -> tuple[dict, dict]:
@@ -524,8 +546,9 @@ def ablation_sections(results_dir) -> list[Section]:
                 df[c_rel] = [_rel(rows[p].mean if rows[p] else math.nan, b) for p in paper.frame.index]
                 for ours_row, name in (ABLATION_EXTRA.items() if part == "a" else ()):
                     if ours_row in stats:
+                        base = stats.get(ABLATION_EXTRA_BASE[ours_row]) if ours_row in ABLATION_EXTRA_BASE else rows[base_row]
                         extra_rows.setdefault(f"ours only: {name}", {}).update(
-                            {c_mae: fmt_stat(stats[ours_row], 4), c_rel: _rel(stats[ours_row].mean, b)})
+                            {c_mae: fmt_stat(stats[ours_row], 4), c_rel: _rel(stats[ours_row].mean, base.mean if base else math.nan)})
             data["ours"][f.stem] = rows
             seeds = sorted({s for st in stats.values() for s in st.seeds})
             prov.append(_ours_line(f.name, d.get("description", "no description recorded") + (
@@ -922,13 +945,39 @@ HEADLINE_OURS = "release re-run"
 "The re-run of compare_mace.json (its `label`) that the README's rows of ours come from."
 HEADLINE_MACE = ("release re-run",)
 "The re-runs whose MACE runs the README shows, a row each."
+HEADLINE_SWEEP = "ablation_ethanol_cpu30min.json"
+"""Table 3 on ethanol with the same recipe, data and seeds: its rows `dens` and `dens sigma_p=<σ>` (DeNS on its shipped QM9
+weights) give the best DeNS σ_p measured, its `generator_statistics_train.mean_eigenvalue_A2` the noise size of each
+frozen generator (tr Σ_i / 3 over the training atoms)."""
+_DENS_SIGMA_ROW = re.compile(r"dens(?: sigma_p=([0-9.]+))?")
 
-def headline_table(results_dir="results", checkpoint_dir=None, ours: str = HEADLINE_OURS, mace=HEADLINE_MACE) -> str:
-    """The README's headline table (Markdown): the rows of `HEADLINE_ROWS` from the re-run `ours` and MACE's from each
-    re-run in `mace`, force MAE and RMSE (meV/Å), energy MAE (meV/atom), mean ± std over seeds, wall and CPU minutes per
-    run, what the pre-training cost (not in the run's time) and the revisions the runs started from."""
+def headline_table(results_dir="results", checkpoint_dir=None, ours: str = HEADLINE_OURS, mace=HEADLINE_MACE,
+                   sweep: str = HEADLINE_SWEEP) -> str:
+    """The README's headline table (Markdown): the rows of `HEADLINE_ROWS` from the re-run `ours`, DeNS at the best σ_p
+    of `sweep` (a row with a diverged seed does not compete) and MACE's from each re-run in `mace`: the noise's size
+    (variance per direction), force MAE and RMSE (meV/Å), energy MAE (meV/atom), mean ± std over seeds, wall and CPU
+    minutes per run, what the pre-training cost (not in the run's time) and the revisions the runs started from."""
     from anids.provenance import repo_root
-    runs = {r["label"]: r["runs"] for r in read_json(Path(results_dir) / "compare_mace.json")["reruns"]}
+    from anids.train.config import make_config
+    cm_path, sw_path = Path(results_dir) / "compare_mace.json", Path(results_dir) / sweep
+    cm, sw = read_json(cm_path), read_json(sw_path)
+    require(cm, ["recipe", "reruns"], cm_path)
+    require(sw, ["runs", "generator_statistics_train"], sw_path)
+    require(sw["generator_statistics_train"], ["mean_eigenvalue_A2"], sw_path, ", generator_statistics_train")
+    runs = {r["label"]: r["runs"] for r in cm["reruns"]}
+    recipe_sigma = make_config(cm["recipe"]).sigma_p
+    by_sigma = {}
+    for r in sw["runs"]:
+        m = _DENS_SIGMA_ROW.fullmatch(str(r.get("row")))
+        if m and "test" in r: by_sigma.setdefault(float(m.group(1)) if m.group(1) else recipe_sigma, []).append(r)
+    stats = {s: seed_stats([_metric(r["test"].get("force_mae_meV_A"), sw_path, f", row {r['row']!r}") for r in rs]) for s, rs in by_sigma.items()}
+    finished = [s for s, st in stats.items() if st.n and not st.n_diverged]
+    if not finished: raise ValueError(f"{sw_path.name} has no DeNS row ('dens', 'dens sigma_p=...') without a diverged seed")
+    best = min(finished, key=lambda s: stats[s].mean)
+    noise_of = {"none": "—", "dens": f"{recipe_sigma ** 2:.4f} (σ_p {recipe_sigma:g} Å)"}
+    mean_var = sw["generator_statistics_train"]["mean_eigenvalue_A2"]
+    if "anids" not in mean_var: raise ValueError(f"{sw_path.name}: mean_eigenvalue_A2 has no 'anids' generator")
+    noise_of["anids"] = f"{mean_var['anids']:.4f} (learned Σ_i, mean; σ {math.sqrt(mean_var['anids']):.2f} Å)"
     ckpt = Path(checkpoint_dir) if checkpoint_dir is not None else (repo_root() or Path.cwd()) / "data" / "checkpoints"
     def cell(values, digits=2):   # one seed: no spread to show
         s = seed_stats(values)
@@ -939,23 +988,27 @@ def headline_table(results_dir="results", checkpoint_dir=None, ours: str = HEADL
         if not side.is_file(): raise FileNotFoundError(f"no provenance of the {method} pre-training at {side}")
         p = json.loads(side.read_text())
         return f"{p['steps']} steps × {p['batch_size']} QM9 molecules, {p['train_time_s'] / 60:.1f} min on one {p['device'].upper()}"
-    rows = ["| model | force MAE (meV/Å) | force RMSE (meV/Å) | energy MAE (meV/atom) | seeds | wall / CPU min per run | pre-training (not in those minutes) | made at |",
-            "|---|---|---|---|---|---|---|---|"]
+    rows = ["| model | noise: variance per direction (Å²) | force MAE (meV/Å) | force RMSE (meV/Å) | energy MAE (meV/atom) | seeds | wall / CPU min per run | pre-training (not in those minutes) | made at |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    def row(label, noise, rs, tests, pre):
+        revs = ", ".join(sorted({r["versions"]["git_revision"][:7] for r in rs}))
+        return (f"| {label} | {noise} | {cell([x['force_mae_meV_A'] for x in tests])} | {cell([x['force_rmse_meV_A'] for x in tests])} | "
+                f"{cell([x['energy_mae_meV_atom'] for x in tests])} | {len(rs)} | {minutes([r['wall_time_s'] for r in rs if r.get('wall_time_s') is not None])} / "
+                f"{minutes([r['cpu_time_s'] for r in rs if r.get('cpu_time_s') is not None])} | {pre} | {revs} |")
     missing = [k for k in dict.fromkeys((ours, *mace)) if k not in runs]
     if missing: raise ValueError(f"compare_mace.json has no re-run labelled {missing}; it has {list(runs)}")
     for label, method in HEADLINE_ROWS:
         rs = [r for r in runs[ours] if r.get("method") == method and "test" in r]
         if not rs: raise ValueError(f"compare_mace.json has no {ours!r} runs of {method!r}")
-        t = [r["test"] for r in rs]
-        revs = ", ".join(sorted({r["versions"]["git_revision"][:7] for r in rs}))
-        rows.append(f"| {label} | {cell([x['force_mae_meV_A'] for x in t])} | {cell([x['force_rmse_meV_A'] for x in t])} | "
-                    f"{cell([x['energy_mae_meV_atom'] for x in t])} | {len(rs)} | {minutes([r['wall_time_s'] for r in rs])} / "
-                    f"{minutes([r['cpu_time_s'] for r in rs if r.get('cpu_time_s') is not None])} | "
-                    f"{pretraining(method) if rs[0].get('pretrained') else '—'} | {revs} |")
+        rows.append(row(label, noise_of[method], rs, [r["test"] for r in rs], pretraining(method) if rs[0].get("pretrained") else "—"))
+        if method == "dens":   # beside it, DeNS at the best sigma_p measured
+            swept = ", ".join(f"{s:g}" for s in sorted(by_sigma))
+            rows.append(row(f"`cpu-30min`, DeNS at σ_p {best:g} Å, the best of σ_p {swept} Å ({sw_path.name})",
+                            f"{best ** 2:.4f} (σ_p {best:g} Å)", by_sigma[best], [r["test"] for r in by_sigma[best]], pretraining("dens")))
     for label in mace:
         m = [r for r in runs[label] if r.get("model") == "mace"]
         if not m: raise ValueError(f"compare_mace.json's re-run {label!r} has no MACE run")
-        rows.append(f"| MACE (32 channels, L=1), {m[0]['epochs']} epochs | {cell([r['force_mae_meV_A'] for r in m])} | "
+        rows.append(f"| MACE (32 channels, L=1), {m[0]['epochs']} epochs | — | {cell([r['force_mae_meV_A'] for r in m])} | "
                     f"{cell([r['force_rmse_meV_A'] for r in m])} | {cell([r['energy_mae_meV_atom'] for r in m])} | {len(m)} | "
                     f"{minutes([r['wall_time_s'] for r in m])} / {minutes([r['cpu_time_s'] for r in m if r.get('cpu_time_s') is not None])} | — | mace-torch, re-run '{label}' |")
     return "\n".join(rows)
@@ -1139,12 +1192,16 @@ def _rel_path(path, relative_to) -> str:
     import os
     return os.path.relpath(path, relative_to) if relative_to is not None else str(path)
 
+SELECTION_LEAD = "How the numbers were chosen:"
+"What starts the line under each table of the paper that says how the paper chose its numbers and how we chose ours."
+
 def _section_markdown(s: Section, figure=None, relative_to=None) -> str:
     out = [f"## {s.title}", ""]
     if s.paper is not None: out += [f"*The paper's caption:* {s.paper.caption} *Its numbers:* {s.paper.quantity}.", ""]
     out += [f"**Our side: {s.status}.**", ""]
     out += [f"- {p}" for p in s.provenance] + ([""] if s.provenance else [])
     out += [_md_table(s.table), ""]
+    if s.paper is not None and s.paper.selection: out += [f"*{SELECTION_LEAD}* {s.paper.selection}", ""]
     for title, t in s.extra.items(): out += [f"**{title}**", "", _md_table(t), ""]
     if figure is not None: out += [f"![{s.key}]({_rel_path(figure, relative_to)})", ""]
     out += [n for n in s.notes if n]
@@ -1157,6 +1214,7 @@ def _section_latex(s: Section, figure=None, relative_to=None) -> str:
     out.append(r"\textbf{Our side: " + tex(s.status) + ".}")
     if s.provenance: out += [r"\begin{itemize}"] + [r"\item " + tex(p) for p in s.provenance] + [r"\end{itemize}"]
     out.append(_latex_table(s.table))
+    if s.paper is not None and s.paper.selection: out.append(r"\emph{" + tex(SELECTION_LEAD) + "} " + tex(s.paper.selection) + "\n")
     for title, t in s.extra.items(): out += [r"\textbf{" + tex(title) + "}", _latex_table(t)]
     if figure is not None:
         out.append("\\begin{center}\\includegraphics[width=0.8\\textwidth]{" + _rel_path(figure, relative_to) + "}\\end{center}")

@@ -253,13 +253,13 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
     return TrainConfig(**cfg)
 
 PRETRAIN_BUDGETS = {
-    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step), for the rMD17 and MD22 tables: EquiformerV2
-    # (L=3, preset rmd17), the backbone rmd17-paper fine-tunes; targets scaled as the code released with the paper
+    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step), for the rMD17 table: EquiformerV2 (L=3,
+    # preset rmd17), the backbone rmd17-paper fine-tunes; targets scaled as the code released with the paper
     "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
                   lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
                   config=dict(target_scale="a_batch_mean")),
-    # the same table for MD17 (Table 1): the authors' MD17 rows pre-train and fine-tune Equiformer (V1, L=2, preset md17;
-    # their equiformer_AniDS_N@6_L@2 config), the backbone md17-paper fine-tunes
+    # the same table for MD17 and MD22 (Tables 1, 7): the authors' MD17 rows pre-train and fine-tune Equiformer (V1, L=2,
+    # preset md17; their equiformer_AniDS_N@6_L@2 config), the backbone md17-paper fine-tunes (MD22 uses md17-paper too)
     "paper-md17": dict(dataset="pcqm4mv2", backbone="equiformer", backbone_preset="md17", steps=40000, batch_size=160,
                        lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
                        config=dict(target_scale="a_batch_mean")),

@@ -2,7 +2,7 @@
 dense clusters with close contacts, near-straight chains, flat sheets, atoms far apart), in batches of 50: how many
 batches raise in `covariance` and in `predict`, and the range of the eigenvalues of Sigma_i (A^2).
 
-    python benchmarks/sigma_on_odd_geometry.py            # prints the numbers, writes results/sigma_on_odd_geometry.json
+    python benchmarks/sigma_on_odd_geometry.py            # prints the numbers, writes results/checks/sigma_on_odd_geometry.json
 """
 import torch, numpy as np, time, warnings, json
 from anids.method.model import load_model, atoms_batch
@@ -35,4 +35,4 @@ except ValueError as e: untrained = str(e)[:80]
 out = {"structures": len(S), "batches_of_50_that_raised": raised, "eigenvalues_A2": [float(ev.min()), float(ev.max())],
        "finite": bool(torch.isfinite(ev).all()), "predict_without_allow_untrained": untrained, "seconds": time.time() - t}
 print(json.dumps(out, indent=1))
-import pathlib; pathlib.Path("results/sigma_on_odd_geometry.json").write_text(json.dumps({"description": __doc__.splitlines()[0], "units": {"eigenvalues": "A^2", "time": "s"}, **out}, indent=1))
+import pathlib; pathlib.Path("results/checks/sigma_on_odd_geometry.json").write_text(json.dumps({"description": __doc__.splitlines()[0], "units": {"eigenvalues": "A^2", "time": "s"}, **out}, indent=1))

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--labels", nargs="*", default=None)
     p.add_argument("--sweep", default="results/pretrain_anisotropy_sweep", help="the sweep's results folder (its rows are added)")
     p.add_argument("--n-molecules", type=int, default=300)
-    p.add_argument("--out", default="results/anisotropy_of_generators.json")
+    p.add_argument("--out", default="results/anisotropy/generators.json")
     p.add_argument("--figure", default="figures/anisotropy_of_generators.png")
     a = p.parse_args(argv)
     import torch
@@ -63,6 +63,7 @@ def main(argv=None) -> int:
         for f in sorted(Path(a.sweep).glob("*.json")):
             row = json.loads(f.read_text())
             if row.get("checkpoint") and Path(row["checkpoint"]).is_file():
+                if row["checkpoint"] in models.values(): continue   # a shipped checkpoint listed by the sweep: measured once
                 models[f"AniDS, sweep {row['row']} ({row['steps']} steps, {row['settings']})"] = row["checkpoint"]
     held = load_qm9(split="heldout", max_structures=a.n_molecules)
     molecules = [Atoms(numbers=s.z.numpy(), positions=s.pos.double().numpy()) for s in held]
@@ -82,7 +83,7 @@ def main(argv=None) -> int:
     fig, ax = plt.subplots(1, 2, figsize=(11, 4))
     for label, r in out["rows"].items():
         h = r["_hist"]
-        ax[0].hist(h["ratio"], bins=np.linspace(1, 3, 61), histtype="step", density=True, label=label)
+        ax[0].hist(h["ratio"], bins=np.linspace(1, 4, 76), histtype="step", density=True, label=label)
         ax[1].hist(h["angle"], bins=np.linspace(0, 90, 46), histtype="step", density=True, label=label)
     any_row = next(iter(out["rows"].values()))["_hist"]
     ax[1].hist(any_row["random_angle"], bins=np.linspace(0, 90, 46), histtype="step", density=True, color="k", ls="--",

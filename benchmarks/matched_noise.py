@@ -1,0 +1,171 @@
+"""Does learned anisotropic noise beat isotropic noise of the same size? One table on ethanol at the `cpu-30min` budget.
+
+Each row is a fine-tuning noise with its pre-trained weights, 3 seeds paired by seed (same split, same initialisation
+of the heads, same data order). Beside its errors: the noise's size (the mean per-atom variance tr(Sigma_i)/3 on the
+training structures) and its anisotropy (mean lambda_max / lambda_min of Sigma_i). Every row is compared, seed by
+seed, with DeNS at the sigma_p whose variance equals the learned generators' (0.1 A: 0.0100 A^2) and with the best
+isotropic row measured (lowest mean force MAE among the DeNS sigma_p and DenoiseVAE rows).
+
+Rows come from two places: those already in an ablation results file (`--ablation`, rows `none`, `dens` = sigma_p
+0.05, `dens sigma_p=0.1`, `denoisevae`, `anids-add`, `anids`), and finished `anids-train` runs in `--runs`, one
+folder `<row>_seed<k>` each (`anids_kl0.1`: AniDS from the lambda_KL 0.1 generator; `dens_0.07`, `dens_0.14`). A row
+whose seeds are not all finished is listed as missing, never averaged over fewer seeds without saying so.
+
+    anids-train --recipe cpu-30min --seed 0 --threads 1 --train train.xyz --test test_MD.xyz \\
+        --method anids --pretrained data/checkpoints/anisotropy_sweep/kl0.1/pretrain_qm9_painn_demo_anids.pt \\
+        --out runs/matched/anids_kl0.1_seed0            # seeds 0-2; and --method dens --sigma-p 0.07 / 0.14 --pretrained qm9
+    python benchmarks/matched_noise.py --train train.xyz
+"""
+from __future__ import annotations
+import argparse, json, math
+from pathlib import Path
+import numpy as np
+
+SEEDS = (0, 1, 2)
+SHIPPED = "data/checkpoints/pretrain_qm9_painn_demo_{}.pt"
+KL01 = "data/checkpoints/anisotropy_sweep/kl0.1/pretrain_qm9_painn_demo_anids.pt"
+# row key -> (label, method, where its runs are, the generator whose Sigma it draws, or its DeNS sigma_p)
+ROWS = {
+    "none": ("no denoising", "none", ("ablation", "none"), None),
+    "dens_0.05": ("DeNS, σ_p 0.05 Å", "dens", ("ablation", "dens"), 0.05),
+    "dens_0.07": ("DeNS, σ_p 0.07 Å", "dens", ("runs", "dens_0.07"), 0.07),
+    "dens_0.1": ("DeNS, σ_p 0.1 Å", "dens", ("ablation", "dens sigma_p=0.1"), 0.1),
+    "dens_0.14": ("DeNS, σ_p 0.14 Å", "dens", ("runs", "dens_0.14"), 0.14),
+    "denoisevae": ("DenoiseVAE (learned, isotropic)", "denoisevae", ("ablation", "denoisevae"), SHIPPED.format("denoisevae")),
+    "anids-add": ("AniDS-add, shipped generator", "anids-add", ("ablation", "anids-add"), SHIPPED.format("anids-add")),
+    "anids": ("AniDS, shipped generator (λ_KL 1)", "anids", ("ablation", "anids"), SHIPPED.format("anids")),
+    "anids_kl0.1": ("AniDS, generator of λ_KL 0.1", "anids", ("runs", "anids_kl0.1"), KL01),
+}
+MATCHED = "dens_0.1"
+METRICS = ("force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV", "energy_rmse_meV")
+
+
+def noise_of(source, structures) -> dict:
+    "Mean per-atom variance tr(Sigma_i)/3 (A^2) and mean lambda_max/lambda_min of a noise on `structures`."
+    if not isinstance(source, str):   # DeNS: isotropic, sigma_p^2 on every atom
+        return {"noise_variance_A2": float(source) ** 2, "anisotropy_mean": 1.0}
+    import torch
+    from torch_geometric.loader import DataLoader
+    from anids.method.model import load_model
+    model = load_model(source).eval()
+    var, ratio = [], []
+    with torch.no_grad():
+        for b in DataLoader(structures, batch_size=64):
+            ev = torch.linalg.eigvalsh(model.covariance(b).matrix.double())
+            var.append(ev.mean(-1)); ratio.append(ev[:, 2] / ev[:, 0])
+    return {"noise_variance_A2": float(torch.cat(var).mean()), "anisotropy_mean": float(torch.cat(ratio).mean())}
+
+
+def runs_of(key, ablation: dict, runs_dir: Path) -> dict[int, dict]:
+    "seed -> test metrics of a row's finished runs."
+    kind, name = ROWS[key][2]
+    out = {}
+    if kind == "ablation":
+        for r in ablation["runs"]:
+            if r["row"] == name and not r.get("diverged"): out[r["seed"]] = r["test"] | {"source": "ablation"}
+    else:
+        for s in SEEDS:
+            f = runs_dir / f"{name}_seed{s}" / "metrics.json"
+            if f.is_file():
+                m = json.loads(f.read_text())
+                out[s] = m["test"] | {"source": str(f), "train_time_s": m.get("train_time_s"),
+                                      "git_revision": m.get("versions", {}).get("git_revision")}
+    return out
+
+
+def stat(values) -> dict:
+    v = np.asarray(values, float)
+    return {"mean": float(v.mean()), "std": float(v.std(ddof=1)) if v.size > 1 else float("nan"), "n": int(v.size)}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--train", required=True, help="the training structures (for each noise's size on them)")
+    p.add_argument("--ablation", default="results/ablation_ethanol_cpu30min.json")
+    p.add_argument("--runs", default="runs/matched")
+    p.add_argument("--out", default="results/matched_noise_ethanol_cpu30min.json")
+    p.add_argument("--figure", default="figures/matched_noise_ethanol_cpu30min.png")
+    a = p.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
+    from anids.data import read_structures
+    structures = read_structures(a.train)
+    ablation = json.loads(Path(a.ablation).read_text())
+    rows, missing = {}, {}
+    for key, (label, method, _, source) in ROWS.items():
+        seeds = runs_of(key, ablation, Path(a.runs))
+        if sorted(seeds) != list(SEEDS):
+            missing[key] = f"{label}: seeds {sorted(seeds)} of {list(SEEDS)} finished"
+            continue
+        rows[key] = {"label": label, "method": method, "seeds": seeds,
+                     **(noise_of(source, structures) if source is not None else {"noise_variance_A2": 0.0, "anisotropy_mean": None})}
+    iso = [k for k in rows if rows[k]["method"] in ("dens", "denoisevae")]
+    mean_mae = lambda k: np.mean([rows[k]["seeds"][s]["force_mae_meV_A"] for s in SEEDS])
+    best_iso = min(iso, key=mean_mae)
+    runs = []
+    for key, r in rows.items():
+        for s in SEEDS:
+            t = r["seeds"][s]
+            rec = {"model": r["label"], "method": r["method"], "seed": s, **{m: t[m] for m in METRICS},
+                   "noise_variance_A2": r["noise_variance_A2"], "source": t["source"]}
+            if r["anisotropy_mean"] is not None: rec["anisotropy_mean"] = r["anisotropy_mean"]
+            for ref, tag in ((MATCHED, "minus_dens_0.1"), (best_iso, "minus_best_isotropic")):
+                if ref in rows and ref != key:
+                    for m in ("force_mae_meV_A", "force_rmse_meV_A"):
+                        rec[f"{m}_{tag}"] = t[m] - rows[ref]["seeds"][s][m]
+            runs.append(rec)
+    table = {r["label"]: {"noise_variance_A2": r["noise_variance_A2"], "anisotropy_mean": r["anisotropy_mean"],
+                          **{m: stat([r["seeds"][s][m] for s in SEEDS]) for m in METRICS}} for r in rows.values()}
+    paired = {}
+    for key in ("anids", "anids_kl0.1", "anids-add"):
+        if key in rows:
+            for ref in dict.fromkeys((MATCHED, best_iso)):
+                d = {m: stat([rows[key]["seeds"][s][m] - rows[ref]["seeds"][s][m] for s in SEEDS])
+                     for m in ("force_mae_meV_A", "force_rmse_meV_A")}
+                paired[f"{rows[key]['label']} minus {rows[ref]['label']}"] = d
+    out = {"description": ("Does learned anisotropic noise beat isotropic noise of the same size? Ethanol (rMD17 geometries, "
+                           "PBE/def2-SVP labels; 950 train / 50 val split by the seed; test_MD.xyz, 1000 frames, no noise), "
+                           "cpu-30min (PaiNN demo, 600 epochs, one thread), seeds 0-2 paired. noise_variance_A2: mean "
+                           "tr(Sigma_i)/3 on the training structures; *_minus_*: this seed minus the reference row's seed."),
+           "recipe": "cpu-30min", "dataset": "ethanol_rmd17_pbe",
+           "best_isotropic": rows[best_iso]["label"], "matched_isotropic": rows[MATCHED]["label"] if MATCHED in rows else None,
+           "table": table, "paired": paired, "missing": missing, "runs": runs,
+           "commands": [l.strip() for l in __doc__.split("\n\n")[-1].strip().splitlines()]}
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
+    for label, t in table.items():
+        print(f"{label:38s} var {t['noise_variance_A2']:.4f}  F MAE {t['force_mae_meV_A']['mean']:.3f} ± "
+              f"{t['force_mae_meV_A']['std']:.3f}  RMSE {t['force_rmse_meV_A']['mean']:.2f} ± {t['force_rmse_meV_A']['std']:.2f}")
+    for k, d in paired.items():
+        print(f"{k}: MAE {d['force_mae_meV_A']['mean']:+.3f} ± {d['force_mae_meV_A']['std']:.3f}, "
+              f"RMSE {d['force_rmse_meV_A']['mean']:+.3f} ± {d['force_rmse_meV_A']['std']:.3f}")
+    for v in missing.values(): print("missing:", v)
+    figure(rows, a.figure)
+    return 0
+
+
+def figure(rows, path):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(6, 3.4))
+    style = {"dens": "o", "denoisevae": "s", "anids-add": "^", "anids": "D"}
+    for i, (key, r) in enumerate(rows.items()):
+        if r["method"] == "none": continue
+        v = [r["seeds"][s]["force_mae_meV_A"] for s in SEEDS]
+        ani = f" (λmax/λmin {r['anisotropy_mean']:.2f})" if r["method"] in ("anids", "anids-add") else ""
+        ax.errorbar(r["noise_variance_A2"], np.mean(v), yerr=np.std(v, ddof=1), fmt=style[r["method"]], color=f"C{i}",
+                    capsize=2, ms=5, label=f"{r['label']}{ani}: {np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}")
+    none = (f"; no denoising {np.mean([rows['none']['seeds'][s]['force_mae_meV_A'] for s in SEEDS]):.2f} meV/Å"
+            if "none" in rows else "")
+    ax.legend(fontsize=6, loc="upper right", title=f"force MAE, mean ± std of 3 seeds{none}", title_fontsize=6)
+    ax.set_xlabel("noise size: mean per-atom variance tr(Σ_i)/3 (Å²)")
+    ax.set_ylabel("test force MAE (meV/Å)")
+    ax.set_title("Ethanol, cpu-30min, 3 seeds: learned anisotropy against isotropic noise of the same size", fontsize=7)
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=130, bbox_inches="tight")
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

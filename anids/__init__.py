@@ -5,4 +5,3 @@ __version__ = "0.1.0"
 # torch (it has no effect if torch was imported first); a value the user set is kept.
 import os as _os
 _os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-from . import moved as moved  # the flat package's old module names keep working for a release (with a warning)

@@ -26,7 +26,7 @@ def glossary() -> str:
 def public_callables():
     import anids
     for info in pkgutil.walk_packages(anids.__path__, "anids."):
-        if info.name.rsplit(".", 1)[-1].startswith("_") or info.name == "anids.moved": continue
+        if info.name.rsplit(".", 1)[-1].startswith("_"): continue
         mod = importlib.import_module(info.name)
         for name in getattr(mod, "__all__", []):
             obj = getattr(mod, name)

@@ -17,7 +17,7 @@ SHIPPED = {"AniDS, shipped (envelope on b_ij)": "data/checkpoints/pretrain_qm9_p
 
 def measure(model, molecules, seed: int = 0) -> dict:
     import torch
-    from anids.method.model import atoms_batch
+    from anids.data.structures import atoms_batch
     from anids.analysis.covariance import principal_axes, anisotropy, bond_alignment, random_orientation
     ratios, angles, random_angles, std = [], [], [], []
     rng = np.random.default_rng(seed)
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
-    from anids.method.model import load_model
+    from anids.method.checkpoints import load_model
     from anids.data.pretrain_data import load_qm9
     from ase import Atoms
     if a.checkpoints:

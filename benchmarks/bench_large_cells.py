@@ -124,7 +124,8 @@ def worker(spec: dict) -> dict:
     import torch
     torch.set_num_threads(1)
     from ase.build import bulk
-    from anids.method.model import build_model, atoms_batch
+    from anids.method.model import build_model
+    from anids.data.structures import atoms_batch
     from anids.nn.graphs import radius_graph
     cfg = BACKBONES[spec.get("backbone", "painn")]
     atoms = bulk("Si", cubic=True).repeat(tuple(spec["repeat"]))

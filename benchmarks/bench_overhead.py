@@ -78,7 +78,8 @@ def _pretrained(r: dict):
 def untrained_generator_checkpoint(path, backbone: str, preset: str, generator_preset: str|None) -> str:
     """A checkpoint of an AniDS model whose generator keeps its initial weights, for timing a frozen psi on a backbone
     that has no pre-trained one (the cost of a frozen step does not depend on psi's weights). Not for training."""
-    from anids.method.model import build_model, save_model
+    from anids.method.model import build_model
+    from anids.method.checkpoints import save_model
     torch.manual_seed(0)
     spec = dict(backbone=backbone, preset=preset, method="anids")
     if generator_preset: spec["generator_preset"] = generator_preset

@@ -12,7 +12,7 @@ test file) and written once as extxyz for MACE with `REF_energy`, `REF_forces` a
 sign, which MACE uses too). MACE then trains with `--loss stress` (its energy, force and stress weights stay at
 MACE's defaults unless `--mace-stress-weight` is given) and the stress MAE and RMSE are reported in GPa beside ours.
 
-Our side: `anids-train --recipe cpu-30min --noise METHOD` for every method and seed (`anids` and the other learned
+Our side: `anids-train --recipe cpu-30min --method METHOD` for every method and seed (`anids` and the other learned
 methods start from the shipped QM9 pre-trained weights, `--pretrained qm9`; `none` trains from scratch). A run whose
 `metrics.json` already exists in `--work` is read, not re-run, so an interrupted comparison picks up where it stopped.
 `--jobs 2` runs two of our trainings at a time with one thread each: on a 2-core machine a step takes about as long

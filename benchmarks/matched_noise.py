@@ -17,7 +17,7 @@ whose seeds are not all finished is listed as missing, never averaged over fewer
     python benchmarks/matched_noise.py --train train.xyz
 """
 from __future__ import annotations
-import argparse, json, math
+import argparse, json
 from pathlib import Path
 import numpy as np
 
@@ -46,7 +46,7 @@ def noise_of(source, structures) -> dict:
         return {"noise_variance_A2": float(source) ** 2, "anisotropy_mean": 1.0}
     import torch
     from torch_geometric.loader import DataLoader
-    from anids.method.model import load_model
+    from anids.method.checkpoints import load_model
     model = load_model(source).eval()
     var, ratio = [], []
     with torch.no_grad():

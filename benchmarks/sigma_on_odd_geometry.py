@@ -5,7 +5,8 @@ batches raise in `covariance` and in `predict`, and the range of the eigenvalues
     python benchmarks/sigma_on_odd_geometry.py            # prints the numbers, writes results/checks/sigma_on_odd_geometry.json
 """
 import torch, numpy as np, time, warnings, json
-from anids.method.model import load_model, atoms_batch
+from anids.method.checkpoints import load_model
+from anids.data.structures import atoms_batch
 from ase import Atoms
 torch.set_num_threads(1)
 warnings.simplefilter("ignore")

@@ -18,7 +18,7 @@ def test_two_process_ddp_ranks_agree(tmp_path):
     write(tmp_path / "train.xyz", _frames(16, 0))
     write(tmp_path / "val.xyz", _frames(4, 50))
     cmd = [sys.executable, "-m", "anids.train.cli", "--train", str(tmp_path / "train.xyz"), "--val", str(tmp_path / "val.xyz"),
-           "--preset", "tiny", "--generator-preset", "tiny", "--noise", "anids", "--train-generator",
+           "--preset", "tiny", "--generator-preset", "tiny", "--method", "anids", "--train-generator",
            "--epochs", "2", "--batch-size", "4", "--devices", "2", "--strategy", "ddp", "--accelerator", "cpu",
            "--no-progress", "--out", str(tmp_path / "run")]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
@@ -29,6 +29,6 @@ def test_two_process_ddp_ranks_agree(tmp_path):
     a, b = m["rank_parameter_checksums"]
     assert a == pytest.approx(b, rel=0, abs=1e-9), m["rank_parameter_checksums"]
     # 16 structures, batch 4, 2 ranks: 2 optimiser steps per epoch
-    from anids.method.model import read_checkpoint
+    from anids.method.checkpoints import read_checkpoint
     ck = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
     assert ck["global_step"] == 2 * 2

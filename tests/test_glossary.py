@@ -56,11 +56,21 @@ def test_public_signatures_use_the_glossary_names():
     assert bad == [], bad
 
 
-def test_old_keywords_still_work_and_warn():
+def test_old_keywords_are_errors():
     import pytest
     from anids.method.model import build_model
-    with pytest.warns(FutureWarning, match=r"build_model\(sigma=...\) is now build_model\(sigma_p=...\)"):
-        assert build_model("painn", "tiny", "dens", sigma=0.2).generator.sigma_p == 0.2
+    from anids.experiments import run_md17
+    # one name per thing: an old keyword is Python's TypeError (a signature) or the settings' ValueError (**overrides)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'sigma'"): build_model("painn", "tiny", "dens", sigma=0.2)
+    with pytest.raises(ValueError, match=r"unknown settings \['scale'\]"): run_md17("ethanol", scale="paper")
+
+
+def test_no_old_names_kept_alive():
+    # the package was never released under other names: nothing in it warns that a name moved
+    import anids
+    from pathlib import Path
+    hits = [str(p) for p in Path(anids.__file__).parent.rglob("*.py") if "FutureWarning" in p.read_text()]
+    assert hits == [], hits
 
 
 def test_the_experiments_take_a_budget():
@@ -80,17 +90,3 @@ def test_a_preset_in_the_experiments_is_a_backbone_size():
         except (TypeError, ValueError): continue
         if "preset" in params: found.add(f"{mod}.{name}")
     assert found == BACKBONE_PRESET_PARAMETERS, found ^ BACKBONE_PRESET_PARAMETERS
-
-
-def test_old_budget_names_still_work_and_warn():
-    import pytest
-    from anids.experiments import run_md17, pretrain, run_benchmark
-    from anids.experiments.crystals import crystal_setup
-    # the old keyword is read as the budget (with a warning naming the new one), and the budget is checked as such
-    for f, old in ((run_md17, "scale"), (pretrain, "scale"), (crystal_setup, "preset")):
-        with pytest.warns(FutureWarning, match=rf"{f.__name__}\({old}=...\) is now {f.__name__}\(budget=...\)"), \
-             pytest.raises(ValueError, match=rf"unknown budget 'huge' for {f.__name__}"):
-            f(**{old: "huge"})
-    with pytest.warns(FutureWarning, match=r"run_benchmark\(preset=...\) is now run_benchmark\(budget=...\)"), \
-         pytest.raises(ValueError, match=r"unknown budget 'huge' for run_benchmark\('rmd17'\); use one of paper \| cpu"):
-        run_benchmark("rmd17", None, preset="huge")

@@ -84,7 +84,8 @@ def test_report_notebook_runs(tmp_path):
     paper's where a results file exists, 'not run yet' where none does, and every results file accounted for."""
     import re
     import statistics
-    from anids.experiments.report import PAPER_TABLES, RUN_SCHEMAS
+    from anids.experiments.paper import PAPER_TABLES
+    from anids.experiments.report import RUN_SCHEMAS
     from anids.data.units import force_factor
     out = tmp_path / "rep" / "report.md"
     shutil.copytree(ROOT / "figures", tmp_path / "fig")   # the figures the studies' pages show beside the report's
@@ -235,9 +236,8 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     assert top["settings"]["config"]["lr"] == 0.002 and "1 epochs, lr 0.002; test errors" in top["description"]
     for r in first: assert json.loads((tmp_path / "runs" / f"Cu_{r['method']}_s0" / "metrics.json").read_text())["config"]["lr"] == 0.002
     res.unlink()
-    # the old names of the parameter and of the demo budget (-p preset tiny) still work for a release, with warnings
-    old = {**{k: v for k, v in params.items() if k != "budget"}, "preset": "tiny", "read_only": True}
-    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", old)
+    # read_only: the finished runs are read back, a missing one is listed, nothing trains
+    _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out2.ipynb", {**params, "read_only": True})
     top, runs = read_runs(res, "mlearn")
     assert [(r["method"], r["force_mae_meV_A"]) for r in runs] == [(r["method"], r["force_mae_meV_A"]) for r in first]
     assert [m["method"] for m in top["missing"]] == ["dens"] and not (tmp_path / "runs" / "Cu_dens_s0").exists()
@@ -335,8 +335,7 @@ def test_md22_notebook_cpu_budget(tmp_path):
 
 def test_md22_notebook_paper_budget(tmp_path):
     """nbs/md22.ipynb, paper budget, on an MD22-format file written here (Equiformer at its tiny preset): MD22's split
-    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row. The
-    budget is given by its old name (-p preset paper), which still works for a release, with a warning."""
+    sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
     import numpy as np
     from ase import units
     from anids.experiments.report import read_runs, md22_section
@@ -345,12 +344,11 @@ def test_md22_notebook_paper_budget(tmp_path):
     (tmp_path / "cache" / "md22").mkdir(parents=True)
     np.savez(tmp_path / "cache" / "md22" / "md22_AT-AT-CG-CG.npz", z=frames[0].numbers, R=np.array([a.positions for a in frames]),
              E=np.array([a.get_potential_energy() / kcal for a in frames]), F=np.array([a.get_forces() / kcal for a in frames]))
-    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, preset="paper", data_dir=str(tmp_path / "cache"), n_train=8,
+    _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, budget="paper", data_dir=str(tmp_path / "cache"), n_train=8,
                                                                 n_val=4, seeds=[0], methods=["none"], out_dir=str(tmp_path / "runs"),
                                                                 results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig")))
     top, (rec,) = read_runs(tmp_path / "results" / "md22_AT-AT-CG-CG_paper.json", "md22")
     assert top["recipe"] == "md17-paper" and top["backbone"] == "equiformer" and rec["n_test"] == 18 and top["budget"] == "paper"
-    assert "the parameter 'preset' is now 'budget' (-p budget paper)" in _outputs(tmp_path / "out.ipynb")
     section = md22_section(tmp_path / "results")
     assert section.status == "measured" and list(section.table.index) == ["AT--AT--CG--CG"]
     assert section.table.shape[1] == 8 + 1 and section.table.iloc[0, -1].endswith("(n=1)")   # the paper's columns, then ours

@@ -4,4 +4,4 @@
 __all__ = []
 
 # %% ../../nbs/analysis/00_index.ipynb #84c6e880
-"""Analysis: what trained models and their noise do. Covariance checks and comparisons (`covariance`), drawings of the noise (`viz`), the energy probe of Sec. 4.4 (`probes`), physical covariances (`physical`), geometry optimisation (`relaxation`) and MD stability (`md_stability`). Imports the layers below it."""
+"""Analysis: what trained models and their noise do. Covariance checks and comparisons (`covariance`), drawings of the noise (`viz`), the energy probe of Sec. 4.4 (`probes`), physical covariances (`physical`), geometry optimisation (`relaxation`) MD stability (`md_stability`) and diagnostics of a trained model (`diagnostics`). Imports the layers below it."""

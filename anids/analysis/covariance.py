@@ -8,8 +8,10 @@ import numpy as np
 import torch
 from ase import Atoms
 from ase.data import chemical_symbols
-from ..method.noise import NoiseGenerator, renamed_keywords
-from ..method.model import AniDSModel, atoms_batch, build_model, load_model
+from ..method.noise import NoiseGenerator
+from ..method.model import AniDSModel, build_model
+from ..data.structures import atoms_batch
+from ..method.checkpoints import load_model
 
 # %% auto #0
 __all__ = ['check_covariances', 'principal_axes', 'anisotropy', 'select_atoms', 'untrained_model', 'generator_covariances',
@@ -100,16 +102,13 @@ def select_atoms(atoms: Atoms, selection=None) -> list[int]:
 
 # %% ../../nbs/analysis/01_covariance.ipynb #2ac48a33
 def untrained_model(method: str = "anids", sigma_p: float = 0.1, seed: int = 0, backbone: str = "painn",
-                    generator_preset: str = "generator", **renamed):   # sigma: the old name of sigma_p
+                    generator_preset: str = "generator"):
     "An untrained AniDSModel (tiny denoiser) whose generator is freshly initialised with `seed`."
-    sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "untrained_model").get("sigma_p", sigma_p)
     return build_model(backbone=backbone, preset="tiny", method=method, generator_preset=generator_preset,
                        sigma_p=sigma_p, seed=seed)
 
-def generator_covariances(model, atoms: Atoms, method: str = "anids", sigma_p: float = 0.1, seed: int = 0,
-                          **renamed) -> np.ndarray:   # sigma: the old name of sigma_p
+def generator_covariances(model, atoms: Atoms, method: str = "anids", sigma_p: float = 0.1, seed: int = 0) -> np.ndarray:
     "Sigma_i [N, 3, 3] (A^2, float64) of `atoms` from a checkpoint path, AniDSModel, NoiseGenerator or None (untrained)."
-    sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "generator_covariances").get("sigma_p", sigma_p)
     if not isinstance(atoms, Atoms): raise TypeError(f"atoms must be an ase.Atoms, got {type(atoms).__name__}")
     if len(atoms) == 0: raise ValueError("the structure has no atoms")
     if model is None: model = untrained_model(method, sigma_p, seed)

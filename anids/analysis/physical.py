@@ -11,7 +11,7 @@ from ..data.molecules import HELD_OUT_MOLECULES, MD17_SMILES, PRETRAIN_MOLECULES
 from .covariance import (affine_invariant_distance, check_covariances, generator_covariances, random_orientation,
                               spearman, stiff_alignment)
 from ..data.datasets import bundled_path
-from ..method.model import load_model
+from ..method.checkpoints import load_model
 
 # %% auto #0
 __all__ = ['numerical_hessian', 'rigid_body_modes', 'physical_covariance', 'compare_to_physical', 'reference_minimum',

@@ -2,7 +2,7 @@
 
 # %% ../../nbs/experiments/02_crystals.ipynb #bbc8eaa6
 from __future__ import annotations
-import json, math, warnings
+import json, math
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
 import ase.units
@@ -14,18 +14,19 @@ from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units,
                          resolve_pretrained)
 from ..train.cli import build_parser, load_sets
 from ..data.structures import validate_structures
-from ..method.noise import NOISE_METHODS, renamed_keywords
-from . import seed_table, run_jobs, write_results, check_budget, OLD_BUDGET_VALUES, study_dirs
-from .report import PAPER_TABLES, METHOD_NAMES, read_runs
+from ..method.noise import NOISE_METHODS
+from . import seed_table, run_jobs, write_results, check_budget, study_dirs
+from .paper import PAPER_TABLES
+from .report import METHOD_NAMES, read_runs
 
 # %% auto #0
-__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CRYSTAL_PRESETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS',
-           'QUANTITY_METRIC', 'CRYSTAL_STUDY_KEYS', 'write_mlearn', 'pretrained_of', 'pretrained_tag', 'CrystalSetup',
-           'crystal_setup', 'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals',
-           'run_setup', 'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame',
-           'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure',
-           'crystal_results', 'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline',
-           'summary_against', 'load_crystal_study', 'crystal_study_setups', 'run_crystal_study', 'crystal_study_table']
+__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC',
+           'CRYSTAL_STUDY_KEYS', 'write_mlearn', 'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup',
+           'run_dir_of', 'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup',
+           'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame',
+           'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results',
+           'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against',
+           'load_crystal_study', 'crystal_study_setups', 'run_crystal_study', 'crystal_study_table']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 CRYSTAL_TABLES = {
@@ -55,8 +56,7 @@ CRYSTAL_TABLES = {
 
 CRYSTAL_BUDGETS = ("paper", "cpu", "demo")
 """The budgets of a crystal table (`crystal_setup`): `paper` the paper's recipe and data, `cpu` the `mlearn-cpu` recipe on an
-mlearn element, `demo` the same at the backbone's `tiny` size (tests and smoke runs; the old name `tiny` still works)."""
-CRYSTAL_PRESETS = CRYSTAL_BUDGETS   # the old name, for one release
+mlearn element, `demo` the same at the backbone's `tiny` size (tests and smoke runs)."""
 CPU_RECIPE = "mlearn-cpu"
 RUN_LAYOUT = "{system}_{method}_s{seed}"
 "Run folders under `out_dir`, as `anids-train --out <out_dir>/Si_anids_s0` names them."
@@ -132,12 +132,6 @@ class CrystalSetup:
     @property
     def backbone_preset(self) -> str: return self.config.preset
     @property
-    def preset(self) -> str:
-        "The old name of `budget` (one release; a preset is a backbone's size: `backbone_preset`)."
-        warnings.warn("CrystalSetup.preset is now CrystalSetup.budget; the old name works until the next release", FutureWarning,
-                      stacklevel=2)
-        return self.budget
-    @property
     def epochs_tag(self) -> str:
         "'_<n>ep' when the epochs are set instead of taken from the recipe (results and figures then get their own files), else ''."
         return f"_{self.overrides['epochs']}ep" if "epochs" in self.overrides else ""
@@ -169,21 +163,18 @@ def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si",
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
                   device: str = "cpu", pretrained=None, backbone_preset: str|None = None,
                   check_files: bool = True,   # False: name the runs without the data (e.g. to find their results files)
-                  **overrides) -> CrystalSetup:   # TrainConfig settings over the recipe's (`preset`: the old name of budget)
+                  **overrides) -> CrystalSetup:   # TrainConfig settings over the recipe's
     """The runs of a crystal table: `budget="paper"` is the paper's recipe on its data set (files in `paper_dir`),
     `"cpu"` the `mlearn-cpu` recipe on the mlearn element `element` (`<mlearn_dir>/<element>/{training,test}.json`),
-    `"demo"` the same with the backbone's `tiny` preset (tests and smoke runs; `"tiny"`, its old name, still works with a
-    FutureWarning). `train_file` / `test_files` ({name: path}, or one path) replace the budget's files. `backbone_preset`:
+    `"demo"` the same with the backbone's `tiny` preset (tests and smoke runs). `train_file` / `test_files` ({name: path}, or one path) replace the budget's files. `backbone_preset`:
     the backbone's size instead of the recipe's (e.g. PaiNN `md17`, 128 features, for the cpu budget's `demo`, 64); it
     names the results (`mlearn_Si_painn_md17_...`). GeoMFormer,
     Equiformer and EquiformerV2 with conservative forces get `vector_norm_eps=1.0` unless `overrides` set it (a smooth
-    energy at symmetric sites; `anids.method.model.force_smoothness`); PaiNN keeps the recipe's 1e-8 unless `vector_norm_eps` is
+    energy at symmetric sites; `anids.analysis.diagnostics.force_smoothness`); PaiNN keeps the recipe's 1e-8 unless `vector_norm_eps` is
     given (1.0 makes it smooth too, and lowered the force MAE on mlearn Si with and without denoising). Raises
     FileNotFoundError naming every missing file, ValueError for an unknown table, budget or backbone preset."""
-    # `preset` was the budget's keyword (a backbone's size goes as backbone_preset)
-    if "preset" in overrides: budget = renamed_keywords({"preset": overrides.pop("preset")}, {"preset": "budget"}, "crystal_setup")["budget"]
     if table not in CRYSTAL_TABLES: raise ValueError(f"unknown table {table!r}; known: {list(CRYSTAL_TABLES)}")
-    budget = check_budget(budget, CRYSTAL_BUDGETS, "crystal_setup", OLD_BUDGET_VALUES)
+    budget = check_budget(budget, CRYSTAL_BUDGETS, "crystal_setup")
     spec = CRYSTAL_TABLES[table]
     recipe = spec.get("backbone_recipes", {}).get(backbone, spec["recipe"]) if budget == "paper" else CPU_RECIPE
     base = RECIPES[recipe]
@@ -213,7 +204,7 @@ def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si",
     cfg = make_config(recipe, **settings)   # every setting checked now, not after the first run
     if cfg.backbone in VECTOR_NORM_BACKBONES and cfg.force_mode == "conservative" and "vector_norm_eps" not in overrides:
         # Equiformer's and EquiformerV2's layer norms keep the authors' eps 1e-5, which puts a spike in the energy at every
-        # atom whose l > 0 features vanish by symmetry (ideal crystals; see anids.method.model.force_smoothness): conservative
+        # atom whose l > 0 features vanish by symmetry (ideal crystals; see anids.analysis.diagnostics.force_smoothness): conservative
         # forces on crystals need 1.0 (GeoMFormer's default; set here too, so that its runs record it)
         settings["vector_norm_eps"] = 1.0
     if train_file is None:
@@ -303,7 +294,7 @@ def _further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, ene
     "Test errors of a run's model.pt on a further test set, computed once and kept in run_dir/test_<name>.json."
     cache = run_dir / f"test_{name}.json"
     if cache.is_file(): return json.loads(cache.read_text())
-    from anids.method.model import load_model
+    from anids.method.checkpoints import load_model
     order = (metrics.get("extra") or {}).get("stress_order") or "check"
     structures = D.read_structures(path, energy_key=energy_key, forces_key=forces_key, stress_key=stress_key, stress_order=order)
     model = load_model(run_dir / "model.pt")
@@ -316,7 +307,7 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
                 pretrained=None, threads: int = 1, progress: bool = False, val_fraction: float = 0.05,
                 energy_key: str = "energy", forces_key: str = "forces", stress_key: str|None = None, **overrides) -> dict:
     """One method and seed of a crystal table: read its finished run from `out_dir/layout` (metrics.json), or train it
-    as `anids-train --recipe <recipe> --noise <method> --seed <seed> --train ... --test ... --out <run folder>` would.
+    as `anids-train --recipe <recipe> --method <method> --seed <seed> --train ... --test ... --out <run folder>` would.
 
     `read_only`: never train (a run without metrics.json is reported `missing`). `resume`: a folder with
     checkpoints/last.ckpt and no metrics.json (an interrupted run) continues from it. A finished run made with other

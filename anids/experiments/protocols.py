@@ -10,30 +10,28 @@ import torch
 from ..data import datasets as D
 from ..data.units import force_factor
 from ..train import RECIPES, make_config, fit, unused_run_dir
-from ..train.config import PRETRAIN_BUDGETS, PRETRAIN_SCALES
-from ..method.noise import renamed_keywords
+from ..train.config import PRETRAIN_BUDGETS
 from ..data.pretrain_data import load_qm9, load_pcqm4mv2
 from ..provenance import versions, repo_root
-from ..method.model import read_checkpoint
+from .paper import PAPER_TABLES
+from ..method.checkpoints import read_checkpoint
 
 # %% auto #0
-__all__ = ['BUDGETS', 'OLD_BUDGET_VALUES', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'PAPER_TABLE3',
-           'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS',
-           'BENCHMARK_BUDGETS', 'BENCHMARK_PRESETS', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data',
-           'finetune_sets', 'run_md17', 'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table',
-           'pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
-           'generator_statistics', 'denoising_loss_under', 'study_dirs', 'load_study', 'ablation_run', 'run_jobs',
-           'ablation_rows', 'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c',
-           'seed_table', 'ablation_table', 'pretraining_length_gaps', 'length_gap_summary',
-           'plot_pretraining_length_gaps', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark',
-           'run_benchmark', 'method_table_text', 'plot_method_table', 'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES']
+__all__ = ['BUDGETS', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'PAPER_TABLE3', 'STUDY_CONFIG_KEYS',
+           'STUDY_ROW_KEYS', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'BENCHMARK_BUDGETS',
+           'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
+           'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table', 'pretraining_sets',
+           'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance', 'generator_statistics',
+           'denoising_loss_under', 'study_dirs', 'load_study', 'ablation_run', 'run_jobs', 'ablation_rows',
+           'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'seed_table',
+           'ablation_table', 'pretraining_length_gaps', 'length_gap_summary', 'plot_pretraining_length_gaps',
+           'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
+           'method_table_text', 'plot_method_table', 'PRETRAIN_BUDGETS']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
 """The experiment budgets, how big an experiment runs: `demo` (CPU minutes; the crystal tables' smallest, the backbones'
 tiny size, for tests and smoke runs), `cpu` (a laptop's version of a table), `paper` (the paper's setting)."""
-OLD_BUDGET_VALUES = {"tiny": "demo"}
-"Old names of budgets still read for a release (with a FutureWarning): the crystal tables' `tiny` is `demo`."
 MD17_BUDGETS = {"demo": "md17-demo", "paper": "md17-paper"}
 "The budgets of `run_md17` and the recipe (`anids.train.RECIPES`) each runs."
 MD17_PRETRAINED = {"demo": "qm9", "paper": "pcqm4mv2"}
@@ -45,44 +43,28 @@ fine-tunes: `anids.experiments.pretrain(method, budget="paper-md17", checkpoint_
 def check_budget(budget: str,
                  allowed,                        # the budgets `where` has (a tuple, or a dict keyed by them)
                  where: str,                     # who asks (a function or notebook), for the message
-                 old_values: dict|None = None,   # {old name: budget} still read, with a FutureWarning (OLD_BUDGET_VALUES)
                 ) -> str:
-    """`budget` if `where` has it; an old name of an allowed budget (`old_values`) becomes that budget with a FutureWarning;
-    anything else is a ValueError listing the budgets of `where`. The one check (and message) of every experiment."""
+    """`budget` if `where` has it, else a ValueError listing the budgets of `where`. The one check (and message) of every
+    experiment."""
     allowed = tuple(allowed)
-    new = (old_values or {}).get(budget)
-    if budget not in allowed and new in allowed:
-        warnings.warn(f"{where}: budget {budget!r} is now {new!r}; the old name works until the next release", FutureWarning,
-                      stacklevel=3)
-        budget = new
     if budget not in allowed: raise ValueError(f"unknown budget {budget!r} for {where}; use one of {' | '.join(allowed)}")
     return budget
 
 def budget_parameter(budget: str|None,          # the notebook's `budget` parameter
                      allowed=BUDGETS,           # the budgets the notebook has
-                     where: str = "this notebook",
-                     **old) -> str:             # the parameter's old name and value (scale=scale, or preset=preset): None unless given
-    """The budget of an experiment notebook from its papermill parameters. Papermill ignores a parameter the notebook
-    lacks, so the old name stays in the `parameters` cell (None) and is read here: given (not None), it is the budget,
-    with a FutureWarning naming `-p budget`; the old value `tiny` is `demo` (FutureWarning). Checked by `check_budget`."""
-    given = {k: v for k, v in old.items() if v is not None}
-    if len(given) > 1: raise ValueError(f"{where}: give the budget once (-p budget ...), not as {' and '.join(sorted(given))}")
-    for name, value in given.items():
-        warnings.warn(f"{where}: the parameter {name!r} is now 'budget' (-p budget {value}); the old name works until the "
-                      "next release", FutureWarning, stacklevel=2)
-        budget = value
-    return check_budget(budget, allowed, where, OLD_BUDGET_VALUES)
+                     where: str = "this notebook") -> str:
+    "The budget of an experiment notebook from its papermill parameter `budget`, checked by `check_budget`."
+    return check_budget(budget, allowed, where)
 
 # %% ../../nbs/experiments/01_protocols.ipynb #6619ccfd
-# Table 1 of the paper (force MAE, kcal/mol/A, original MD17) for comparison
-PAPER_TABLE1 = {
-    "DeNS (Lmax=2)": dict(aspirin=0.131, benzene=0.141, ethanol=0.060, malonaldehyde=0.101, naphthalene=0.039,
-                          salicylic=0.085, toluene=0.044, uracil=0.076),
-    "AniDS (Lmax=2)": dict(aspirin=0.102, benzene=0.139, ethanol=0.050, malonaldehyde=0.084, naphthalene=0.036,
-                           salicylic=0.064, toluene=0.038, uracil=0.062),
-    "PaiNN": dict(aspirin=0.338, ethanol=0.224, malonaldehyde=0.319, naphthalene=0.077, salicylic=0.195,
-                  toluene=0.094, uracil=0.139),
-}
+def _paper_md17_rows(rows=("DeNS (Lmax=2)", "AniDS (Lmax=2)", "PaiNN")) -> dict:
+    "Rows of the paper's Table 1 as {model: {molecule: force MAE}}, molecules by their MD17 names; no entry where it prints none."
+    t = PAPER_TABLES["md17"].numeric().drop(columns="Avg")
+    name = lambda col: col.split()[0].lower()   # 'Salicylic Acid' -> 'salicylic'
+    return {r: {name(c): float(v) for c, v in t.loc[r].items() if v == v} for r in rows}
+
+PAPER_TABLE1 = _paper_md17_rows()
+"The paper's Table 1 rows printed beside an MD17 run (force MAE, kcal/mol/A, original MD17), from `PAPER_TABLES`."
 
 def md17_splits(molecule: str, dataset: str = "bundled", seed: int = 0, n_train: int = 950, n_val: int = 50,
                 max_test: int|None = None, data_dir=None) -> dict:
@@ -147,10 +129,9 @@ def run_md17(molecule: str = "aspirin",
              n_train: int = 950, n_val: int = 50, max_test: int|None = None,
              progress: bool = True,
              data_dir=None,                    # dataset md17: the cache folder holding md17/md17_<molecule>.npz (None: anids.data.downloads.cache_dir())
-             **overrides) -> dict:             # TrainConfig settings over the recipe's (`scale`: the old name of budget)
+             **overrides) -> dict:             # TrainConfig settings over the recipe's
     """Pre-train (optional) and fine-tune on one MD17 molecule; returns metrics with the Table 1 number. Missing pre-trained
     weights stop the run before any data is read, naming the command that makes them (`anids.train.resolve_pretrained`)."""
-    if "scale" in overrides: budget = renamed_keywords({"scale": overrides.pop("scale")}, {"scale": "budget"}, "run_md17")["budget"]
     budget = check_budget(budget, MD17_BUDGETS, "run_md17")
     recipe = MD17_BUDGETS[budget]
     if pretrained == "budget": pretrained = MD17_PRETRAINED[budget]
@@ -262,8 +243,8 @@ def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: 
     return rows
 
 # %% ../../nbs/experiments/01_protocols.ipynb #890ec372
-# the pre-training budgets live with the recipes (anids.train.config); named here too, as before
-_all_ = ["PRETRAIN_BUDGETS", "PRETRAIN_SCALES"]
+# the pre-training budgets live with the recipes (anids.train.config); named here too
+_all_ = ["PRETRAIN_BUDGETS"]
 
 def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_val: int = 500, data_dir=None) -> tuple[list, list]:
     "Training and held-out structures (positions and elements only) of a pre-training data set."
@@ -286,9 +267,8 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
              out_dir: str|Path = "runs/pretrain", checkpoint_dir: str|Path|None = None,
              sets: tuple[list, list]|None = None,  # (train, val) structures instead of loading `dataset`
              progress: bool = True, data_dir=None,
-             **overrides) -> dict:                # TrainConfig settings over the budget's (e.g. sigma_p, lambda_kl; `scale`: the old name of budget)
+             **overrides) -> dict:                # TrainConfig settings over the budget's (e.g. sigma_p, lambda_kl)
     "Algorithm 1 on equilibrium structures; writes the named checkpoint and its provenance; returns a summary."
-    if "scale" in overrides: budget = renamed_keywords({"scale": overrides.pop("scale")}, {"scale": "budget"}, "pretrain")["budget"]
     check_budget(budget, PRETRAIN_BUDGETS, "pretrain")
     if method == "none": raise ValueError("method 'none' has nothing to pre-train (it is the 'no pre-training' baseline)")
     s = dict(PRETRAIN_BUDGETS[budget])
@@ -319,7 +299,7 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
                   "versions": m["versions"],   # the code the pre-training ran: fit reads them when it starts
                   # windows with a rare, huge loss (one tail noise draw can spoil an unclipped pre-training)
                   "loss_spikes": m.get("loss_spikes")}
-    from anids.method.model import load_model, save_model
+    from anids.method.checkpoints import load_model, save_model
     model = load_model(run_dir / "model.pt")
     # the training loss is one noisy batch at a time: the held-out loss tells two pre-trainings of a method apart
     provenance["heldout_denoise_loss"] = heldout_denoising_loss(model, val, cfg)
@@ -411,7 +391,8 @@ def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretra
     this puts the denoisers of two methods on one task (each pre-training's target, Eq. 9 with the authors' scaling,
     is that of its own noise, so a denoiser is at a disadvantage on another method's noise). `noise=weights` gives the
     checkpoint's own held-out loss."""
-    from anids.method.model import load_model, build_model
+    from anids.method.checkpoints import load_model
+    from anids.method.model import build_model
     from anids.train import TrainConfig
     def provenance(path):
         prov = checkpoint_provenance(path)
@@ -436,11 +417,20 @@ def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretra
     return heldout_denoising_loss(target, structures, config, repeats=repeats, batch_size=batch_size, seed=seed)
 
 # %% ../../nbs/experiments/01_protocols.ipynb #8ab3f01c
-# Table 3 of the paper (force MAE, kcal/mol/A, MD17 aspirin, EquiformerV2 pre-trained on PCQM4Mv2)
-PAPER_TABLE3 = {"a": {"none": 0.1929, "dens": 0.1178, "denoisevae": 0.1143, "anids-add": 0.1128, "anids": 0.1118},
-                "b": {"none": 0.1929, "dens": 0.1424, "denoisevae": 0.1400, "anids-add": 0.1389, "anids": 0.1369},
-                "c": {"sigma_p=0.5": 0.13018, "sigma_p=0.1": 0.11180, "sigma_p=0.05": 0.11594,
-                      "lambda_kl=1.5": 0.11714, "lambda_kl=1.0": 0.11180, "lambda_kl=0.5": 0.11461}}
+_ABLATION_ROW_METHODS = {"EqV2-No pre-train": "none", "EqV2-DeNS": "dens", "EqV2-DenoiseVAE": "denoisevae",
+                         "EqV2-AniDS-add": "anids-add", "EqV2-AniDS": "anids"}
+
+def _paper_ablation() -> dict:
+    """The paper's Table 3 as {'a' | 'b': {method: F(MAE)}, 'c': {'sigma_p=0.5' | 'lambda_kl=1.5' | ...: F(MAE)}}: its rows
+    under the names of our rows (the variants of (c) as `ABLATION_C_VARIANTS` names them)."""
+    def c_name(tex: str) -> str:   # '$\\sigma_p=0.5$' -> 'sigma_p=0.5', '$\\lambda_{\\text{KL}}=1.5$' -> 'lambda_kl=1.5'
+        return tex.strip("$").replace("\\sigma_p", "sigma_p").replace("\\lambda_{\\text{KL}}", "lambda_kl")
+    col = lambda part: PAPER_TABLES[f"ablation_{part}"].numeric()["F(MAE)"]
+    return {**{p: {_ABLATION_ROW_METHODS[r]: float(v) for r, v in col(p).items()} for p in "ab"},
+            "c": {c_name(r): float(v) for r, v in col("c").items()}}
+
+PAPER_TABLE3 = _paper_ablation()
+"The paper's Table 3 (force MAE, kcal/mol/A, MD17 aspirin, EquiformerV2 pre-trained on PCQM4Mv2), from `PAPER_TABLES`."
 
 STUDY_CONFIG_KEYS = ("sigma_p", "scale_statistic")
 "Settings a study row may move for its fine-tuning (they go into the row's `config`)."
@@ -868,7 +858,6 @@ BENCHMARK_BUDGETS = {
              "cpu": dict(recipe="md17-demo", pretrained="qm9")},
 }
 "Recipe and pre-trained weights of each table's budgets (`run_benchmark(kind, budget=...)`)."
-BENCHMARK_PRESETS = BENCHMARK_BUDGETS   # the old name (the same dict), for one release
 
 def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
     te = te[:max_test] if max_test is not None else te
@@ -952,7 +941,7 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
                   backbone_preset: str|None = None, # another preset of the recipe's backbone (e.g. 'tiny' for tests)
                   out_dir: str|Path = "runs/benchmark", results_path=None, description: str = "", dataset: str = "",
                   device: str = "cpu", threads: int = 1,
-                  **settings) -> list[dict]:        # settings for the recipe (`preset`: the old name of budget)
+                  **settings) -> list[dict]:        # settings for the recipe
     """Methods x seeds of table `kind` ('rmd17' or 'md22', `BENCHMARK_BUDGETS[kind][budget]`) on `make_sets(seed)`.
 
     Everything that can fail before training is checked first: the data of the first seed (a missing data set raises
@@ -960,12 +949,6 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
     results file is rewritten after every run (an interrupted table keeps what it finished). `settings` go to the recipe
     (e.g. epochs, generator_preset, lr; the backbone's size is `backbone_preset`)."""
     from anids.train import resolve_pretrained
-    # `preset` was the budget's keyword (a backbone's size goes as backbone_preset), `pretrained="preset"` its weights
-    if "preset" in settings: budget = renamed_keywords({"preset": settings.pop("preset")}, {"preset": "budget"}, "run_benchmark")["budget"]
-    if pretrained == "preset":
-        warnings.warn("run_benchmark(pretrained='preset') is now run_benchmark(pretrained='budget'); the old value works until "
-                      "the next release", FutureWarning, stacklevel=2)
-        pretrained = "budget"
     if kind not in BENCHMARK_BUDGETS: raise ValueError(f"unknown benchmark {kind!r}; known: {sorted(BENCHMARK_BUDGETS)}")
     p = BENCHMARK_BUDGETS[kind][check_budget(budget, BENCHMARK_BUDGETS[kind], f"run_benchmark({kind!r})")]
     recipe = p["recipe"]

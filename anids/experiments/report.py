@@ -8,177 +8,24 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from ..data.units import force_factor
+from .paper import PaperTable, PAPER_TABLES
 
 # %% auto #0
-__all__ = ['PAPER_TABLE_KEYS', 'PAPER_TABLES', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED',
-           'MD17_COLUMNS', 'ABLATION_MAP', 'ABLATION_EXTRA', 'ABLATION_EXTRA_BASE', 'COST_MAP', 'GEOMOPT_COLUMNS',
-           'HEADLINE_ROWS', 'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'RECIPE_OF_TABLE', 'SELECTION_LEAD',
-           'LATEX_PREAMBLE', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS',
-           'PaperTable', 'paper_dirs', 'paper_tables_file', 'load_paper_tables', 'paper_table', 'read_json', 'require',
-           'machine_of', 'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed',
-           'md17_section', 'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section', 'mptrj_section',
-           'rmd17_section', 'md22_section', 'geometry_section', 'mlearn_section', 'compare_mace_section',
-           'pretrain_section', 'case_study_section', 'benchmark_section', 'headline_table', 'hparam_ours',
-           'hparam_section', 'tex', 'Report', 'build_report', 'report_figures', 'Study', 'load_studies', 'study_files',
-           'study_page', 'studies_index', 'write_study_pages']
-
-# %% ../../nbs/experiments/04_report.ipynb #0026de4c
-_MISSING = ("-", "--", "----", "—", "")
-
-def _to_float(cell) -> float:
-    "A printed cell as a float: '-' and friends are NaN, '39M' is 39e6."
-    if cell is None: return math.nan
-    if isinstance(cell, (int, float)): return float(cell)
-    s = str(cell).strip()
-    if s in _MISSING: return math.nan
-    if s.endswith("M"): return float(s[:-1]) * 1e6
-    return float(s)
-
-@dataclass
-class PaperTable:
-    "One table of the paper, cell by cell as printed."
-    key: str                    # short name used by the report (e.g. 'md17')
-    number: str                 # the table's number ('1', '3 (a)', ...)
-    caption: str                # the paper's caption (LaTeX markup removed)
-    quantity: str               # what the numbers are, with their unit
-    frame: pd.DataFrame         # the cells as printed (strings); index and columns named as in the paper
-    kind: str = "results"       # results | hyperparameters
-    highlighted: str|None = None        # the row the paper marks as its own
-    improvements: dict = field(default_factory=dict)  # column -> relative improvement printed on that row
-    improvement_over: str|None = None   # the row those percentages are relative to (our reading, checked below)
-    note: str = ""
-    selection: str = ""         # how the paper chose the numbers it prints (which epoch's model), and how ours were
-
-    @property
-    def title(self) -> str:
-        "'Table N: ' and the caption's first sentence (and the part's name for Table 3)."
-        first = self.caption.split(". ")[0].rstrip(".")
-        part = self.caption[self.caption.rindex("["):] if self.caption.endswith("]") else ""
-        return f"Table {self.number}: {first}" + (f" {part}" if part else "")
-
-    @property
-    def shape(self) -> tuple[int, int]: return self.frame.shape
-
-    def numeric(self) -> pd.DataFrame:
-        "The cells as floats (NaN where the paper prints no number)."
-        return self.frame.apply(lambda col: col.map(_to_float))
-
-def _frame(rows: dict, columns, index_name: str) -> pd.DataFrame:
-    "A table of strings from {row: 'cells separated by blanks'} or {row: [cells]}."
-    data = {r: (v.split() if isinstance(v, str) else list(v)) for r, v in rows.items()}
-    ncol = len(columns)
-    for r, v in data.items():
-        if len(v) != ncol: raise ValueError(f"row {r!r} has {len(v)} cells for {ncol} columns")
-    cols = pd.MultiIndex.from_tuples(columns) if isinstance(columns[0], tuple) else list(columns)
-    df = pd.DataFrame([[str(c) for c in v] for v in data.values()], index=list(data), columns=cols)
-    df.index.name = index_name
-    return df
-
-# %% ../../nbs/experiments/04_report.ipynb #394d8732
-PAPER_TABLE_KEYS = ("key", "number", "caption", "quantity", "kind", "index_name", "columns", "rows", "highlighted",
-                    "improvement_over", "improvements", "note", "selection")
-"The fields of a `[[table]]` in data/paper/tables.toml (the file's header says what each one holds)."
-
-def paper_dirs() -> list[Path]:
-    "Where the paper's tables are looked for: `<repo>/data/paper`, then the install's share/anids/data/paper."
-    import site, sys
-    from anids.provenance import repo_root
-    dirs = [repo_root() / "data" / "paper"] if repo_root() is not None else []
-    return dirs + [Path(sys.prefix) / "share" / "anids" / "data" / "paper",
-                   Path(site.getuserbase()) / "share" / "anids" / "data" / "paper"]
-
-def paper_tables_file(name: str = "tables.toml") -> Path:
-    "The first `name` found in `paper_dirs()`; an error saying where it was looked for if there is none."
-    path = next((d / name for d in paper_dirs() if (d / name).is_file()), None)
-    if path is None: raise FileNotFoundError(f"no {name} in {[str(d) for d in paper_dirs()]}")
-    return path
-
-def _paper_table(raw: dict, where: str, selections: dict|None = None) -> PaperTable:
-    """One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table).
-    `selections`: the file's `[selection]` texts, by name; a results table names one in `selection`."""
-    unknown = sorted(set(raw) - set(PAPER_TABLE_KEYS))
-    if unknown: raise ValueError(f"{where}: unknown keys {unknown}; known: {list(PAPER_TABLE_KEYS)}")
-    missing = [k for k in ("key", "number", "caption", "quantity", "index_name", "columns", "rows") if k not in raw]
-    if missing: raise ValueError(f"{where}: lacks {missing}")
-    text = [k for k in raw if k not in ("columns", "rows", "improvements") and not isinstance(raw[k], str)]
-    if text: raise ValueError(f"{where}: {text} must be strings")
-    if raw.get("kind", "results") not in ("results", "hyperparameters"):
-        raise ValueError(f"{where}: kind {raw['kind']!r} is neither 'results' nor 'hyperparameters'")
-    cols = [tuple(c) if isinstance(c, list) else c for c in raw["columns"]]
-    if not cols or not (all(isinstance(c, str) for c in cols) or all(isinstance(c, tuple) and len(c) == 2 for c in cols)):
-        raise ValueError(f"{where}: columns must be names, or [upper, lower] pairs for all of them")
-    rows = raw["rows"]
-    if not isinstance(rows, dict) or not rows:
-        raise ValueError(f"{where}: rows must be a [table.rows] of 'row label' = [cells]")
-    for r, cells in rows.items():
-        if not isinstance(cells, list) or len(cells) != len(cols):
-            n = len(cells) if isinstance(cells, list) else "not a list of"
-            raise ValueError(f"{where}, row {r!r}: {n} cells for {len(cols)} columns {cols}")
-        if not all(isinstance(c, str) for c in cells):
-            raise ValueError(f"{where}, row {r!r}: cells {[c for c in cells if not isinstance(c, str)]} are not strings "
-                             "(quote every cell as printed: '0.300', not 0.300)")
-    if "highlighted" in raw and raw["highlighted"] not in rows and raw["highlighted"] not in cols:
-        raise ValueError(f"{where}: highlighted {raw['highlighted']!r} is neither a row nor a column")
-    if "improvement_over" in raw and raw["improvement_over"] not in rows:
-        raise ValueError(f"{where}: improvement_over {raw['improvement_over']!r} is not a row")
-    selections = selections or {}
-    kind = raw.get("kind", "results")
-    if kind == "results" and "selection" not in raw:
-        raise ValueError(f"{where}: a results table needs `selection`, how the paper chose its numbers; one of {sorted(selections)}")
-    if kind != "results" and "selection" in raw: raise ValueError(f"{where}: a {kind} table has no `selection`")
-    if "selection" in raw and raw["selection"] not in selections:
-        raise ValueError(f"{where}: selection {raw['selection']!r} is not a text of [selection]; known: {sorted(selections)}")
-    imp = raw.get("improvements", [])
-    if imp and (len(imp) != len(cols) or not all(isinstance(p, str) for p in imp)):
-        raise ValueError(f"{where}: improvements must be {len(cols)} strings, one per column ('' where none is printed)")
-    if imp and not ("highlighted" in raw and "improvement_over" in raw):
-        raise ValueError(f"{where}: improvements need highlighted and improvement_over")
-    return PaperTable(raw["key"], raw["number"], raw["caption"], raw["quantity"], _frame(rows, cols, raw["index_name"]),
-                      kind=raw.get("kind", "results"), highlighted=raw.get("highlighted"),
-                      improvements={c: p for c, p in zip(cols, imp) if p}, improvement_over=raw.get("improvement_over"),
-                      note=raw.get("note", ""), selection=selections.get(raw.get("selection"), ""))
-
-def load_paper_tables(path) -> dict[str, PaperTable]:
-    """The paper's tables in a TOML file (one `[[table]]` each; the format is data/paper/tables.toml's header) as
-    {key: PaperTable}, in the file's order. Checked, with errors that name the file and the table: no unknown and no
-    missing field, as many cells in every row as there are columns, every cell a string, unique keys, and
-    `highlighted`, `improvement_over` and `improvements` that fit the table, and a `selection` on every results table
-    that names one of the file's `[selection]` texts (how the paper chose its numbers), each text used."""
-    try:
-        import tomllib
-    except ModuleNotFoundError:   # Python 3.10
-        import tomli as tomllib
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no paper tables file {path}")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ValueError(f"{path} is not valid TOML: {e}") from None
-    raws, selections = data.get("table", []), data.get("selection", {})
-    if not isinstance(selections, dict) or not all(isinstance(v, str) and v.strip() for v in selections.values()):
-        raise ValueError(f"{path}: [selection] must hold texts, name = '...'")
-    out = {}
-    for i, raw in enumerate(raws):
-        where = f"{path}, table {i + 1} ({raw.get('key', 'no key')!r})"
-        t = _paper_table(raw, where, selections)
-        if t.key in out: raise ValueError(f"{where}: key {t.key!r} repeats table {list(out).index(t.key) + 1}")
-        out[t.key] = t
-    if not out: raise ValueError(f"{path} holds no [[table]]")
-    unused = sorted(set(selections) - {r.get("selection") for r in raws})
-    if unused: raise ValueError(f"{path}: [selection] texts {unused} are named by no table")
-    return out
+__all__ = ['RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED', 'MD17_COLUMNS', 'ABLATION_MAP',
+           'ABLATION_EXTRA', 'ABLATION_EXTRA_BASE', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'HEADLINE_OURS',
+           'HEADLINE_MACE', 'HEADLINE_SWEEP', 'RECIPE_OF_TABLE', 'SELECTION_LEAD', 'LATEX_PREAMBLE', 'HPARAM_TABLES',
+           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS', 'read_json', 'require', 'machine_of',
+           'read_runs', 'run_label', 'Stat', 'seed_stats', 'fmt_stat', 'Section', 'as_printed', 'md17_section',
+           'ablation_sections', 'overhead_files', 'cost_section', 'oc22_section', 'mptrj_section', 'rmd17_section',
+           'md22_section', 'geometry_section', 'mlearn_section', 'compare_mace_section', 'pretrain_section',
+           'case_study_section', 'benchmark_section', 'headline_table', 'hparam_ours', 'hparam_section', 'tex',
+           'Report', 'build_report', 'report_figures', 'Study', 'load_studies', 'study_files', 'study_page',
+           'studies_index', 'write_study_pages']
 
 # %% ../../nbs/experiments/04_report.ipynb #eecd90b3
-PAPER_TABLES: dict[str, PaperTable] = load_paper_tables(paper_tables_file())
-"Every table of the paper, by key, in the paper's order (from data/paper/tables.toml)."
-
 _E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
 "Table 2's column groups, energy and force (the OC22 section names its columns with them)."
 
-def paper_table(key: str) -> PaperTable:
-    "The paper's table `key` (see `PAPER_TABLES`)."
-    try: return PAPER_TABLES[key]
-    except KeyError: raise ValueError(f"no paper table {key!r}; known: {list(PAPER_TABLES)}") from None
 
 # %% ../../nbs/experiments/04_report.ipynb #8af29032
 def read_json(path) -> dict:
@@ -1054,12 +901,12 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
     from anids.nn.backbones import PRESETS
     from anids.train import make_config
     if key == "pcqm4mv2_hparams":
-        from anids.train.config import PRETRAIN_SCALES
-        s, cfg = PRETRAIN_SCALES["paper"], make_config("pretrain")
+        from anids.train.config import PRETRAIN_BUDGETS
+        s, cfg = PRETRAIN_BUDGETS["paper"], make_config("pretrain")
         ours = ["AdamW", "Cosine", s["warmup_fraction"] * s["steps"], s["lr"], (s["batch_size"] / 4, f"{s['batch_size'] / 4:g} ({s['batch_size']} per step / 4 GPUs)"), s["steps"], cfg.weight_decay,
                 PRESETS[s["backbone"]][cfg.generator_preset]["num_layers"], s["sigma_p"], s["lambda_kl"], s["lambda_gamma"]]
         df = pd.DataFrame({"Value or description": ours}, index=PAPER_TABLES[key].frame.index)
-        return df, (f"anids.train.config.PRETRAIN_SCALES['paper'] ({s['backbone']} preset {s['backbone_preset']}) and recipe 'pretrain'; "
+        return df, (f"anids.train.config.PRETRAIN_BUDGETS['paper'] ({s['backbone']} preset {s['backbone_preset']}) and recipe 'pretrain'; "
                     f"the batch is per optimiser step, compared per GPU with the paper's 4 GPUs")
     if key == "md17_hparams":
         cols = {}
@@ -1286,7 +1133,7 @@ class Report:
 REPORT_TITLE = "The paper's tables with our numbers beside them"
 REPORT_INTRO = ("Made by `nbs/report.ipynb` (`anids.experiments.report.build_report`) from the results files in `{results_dir}/`. "
                 "The paper: AniDS (NeurIPS 2025); its tables are numbered in the order of its LaTeX source and transcribed cell by cell "
-                "(`data/paper/tables.toml`, read into `anids.experiments.report.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
+                "(`data/paper/tables.toml`, read into `anids.experiments.paper.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
                 "`ours`, mean ± std over seeds with the number of seeds n. A table whose results file does not exist says "
                 "`not run yet` on our side. Below each table: which data, preset or recipe, seeds and machine produced our numbers.")
 REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"

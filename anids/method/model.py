@@ -4,23 +4,21 @@
 from __future__ import annotations
 from dataclasses import dataclass, replace
 import inspect
-from pathlib import Path
 import torch
+from fastcore.basics import patch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
 from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors, det_3x3
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
-from .noise import NoiseGenerator, Covariance, sample_anisotropic, renamed_keywords, NOISE_METHODS
+from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
 from .losses import (anids_loss, authors_target_scale, a_mean_target_scale, TARGET_SCALES, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
 
 # %% auto #0
-__all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'CHECKPOINT_FORMAT', 'SAFE_CHECKPOINT_GLOBALS', 'DenoisingConfig', 'Prediction',
-           'Corruption', 'DenoiserView', 'AniDSModel', 'covariance_stats', 'cached_covariance', 'cache_covariances',
-           'build_model', 'plain_data', 'WriteError', 'atomic_write', 'trained_energy', 'save_model', 'read_checkpoint',
-           'load_model', 'denoiser_view', 'algorithm2_view', 'unmoved_supervised_view', 'noisy_copy_view',
-           'atoms_batch', 'AniDSCalculator', 'corruption_label_shift', 'PayloadCheckpoint', 'force_smoothness']
+__all__ = ['FORCE_MODES', 'NOISE_CACHE_COLUMNS', 'DenoisingConfig', 'Prediction', 'Corruption', 'DenoiserView', 'AniDSModel',
+           'covariance_stats', 'cached_covariance', 'cache_covariances', 'denoiser_view', 'algorithm2_view',
+           'unmoved_supervised_view', 'noisy_copy_view', 'build_model']
 
 # %% ../../nbs/method/03_model.ipynb #49610377
 @dataclass
@@ -69,7 +67,7 @@ FORCE_MODES = ("conservative", "direct")
 
 @dataclass
 class Corruption:
-    "The draws of Algorithm 2, lines 7-16, for one batch: which atoms moved (m_i), where to, and with what noise."
+    "The draws of Algorithm 2, lines 7-18, for one batch: which atoms moved (m_i), where to, and with what noise."
     atoms: torch.Tensor                  # [N] bool: m_i
     pos: torch.Tensor                    # [N, 3] p~_i (p_i where m_i = 0)
     force_encoding: torch.Tensor|None    # [N, 3] f~_i = f_i m_i in the model's units (None: no encoding)
@@ -140,237 +138,50 @@ class AniDSModel(nn.Module):
         refs = self.spec.get("atomic_energies") or {}
         return {int(z) for z in refs} or None
 
-    def check_trained_for(self, z: torch.Tensor, allow_unseen_elements: bool = False, allow_untrained: bool = False) -> None:
-        """A clear error where energies and forces of structures with atomic numbers `z` would mean nothing: an energy
-        head that never trained (pre-training weights), or elements no training structure had (unless allowed)."""
-        import ase.data
-        if self.energy_trained is False and not allow_untrained:
-            raise ValueError("this model's energy head never trained: its weights come from pre-training (Algorithm 1), "
-                             "which trains the denoising head alone, so its energies and forces mean nothing. Fine-tune it "
-                             "first (anids-train --pretrained PATH ...), or pass allow_untrained=True to read them anyway")
-        seen = self.trained_elements
-        unseen = sorted({int(v) for v in torch.unique(z).tolist()} - seen) if seen is not None else []
-        if unseen and not allow_unseen_elements:
-            names = lambda zs: ", ".join(ase.data.chemical_symbols[k] for k in sorted(zs))
-            raise ValueError(f"the structure holds {names(unseen)}, which no training structure of this model had "
-                             f"(it knows {names(seen)}): no reference energy and an untrained embedding, so its energies and "
-                             "forces mean nothing. Pass allow_unseen_elements=True to compute them anyway")
 
-    def set_edge_chunk_size(self, size: int|None) -> "AniDSModel":
-        """Edges per chunk in eval mode for every part that chunks (the PaiNN, Equiformer, EquiformerV2 or GeoMFormer
-        denoiser and encoder, the generator's edge terms); None: never chunk. Results do not change, only memory and time (see anids.nn.graphs.edge_chunk_map)."""
-        check_edge_chunk_size(size)
-        for m in self.modules():
-            if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
-        return self
+# %% ../../nbs/method/03_model.ipynb #9b954cb0
+@patch
+def check_trained_for(self: AniDSModel, z: torch.Tensor, allow_unseen_elements: bool = False, allow_untrained: bool = False) -> None:
+    """A clear error where energies and forces of structures with atomic numbers `z` would mean nothing: an energy
+    head that never trained (pre-training weights), or elements no training structure had (unless allowed)."""
+    import ase.data
+    if self.energy_trained is False and not allow_untrained:
+        raise ValueError("this model's energy head never trained: its weights come from pre-training (Algorithm 1), "
+                         "which trains the denoising head alone, so its energies and forces mean nothing. Fine-tune it "
+                         "first (anids-train --pretrained PATH ...), or pass allow_untrained=True to read them anyway")
+    seen = self.trained_elements
+    unseen = sorted({int(v) for v in torch.unique(z).tolist()} - seen) if seen is not None else []
+    if unseen and not allow_unseen_elements:
+        names = lambda zs: ", ".join(ase.data.chemical_symbols[k] for k in sorted(zs))
+        raise ValueError(f"the structure holds {names(unseen)}, which no training structure of this model had "
+                         f"(it knows {names(seen)}): no reference energy and an untrained embedding, so its energies and "
+                         "forces mean nothing. Pass allow_unseen_elements=True to compute them anyway")
 
-    @property
-    def predicts_stress(self) -> bool:
-        "Whether `predict(compute_stress=True)` works: conservative forces (strain derivative) or a direct stress head."
-        return self.force_mode == "conservative" or bool(getattr(self.denoiser, "predicts_stress", False))
+@patch
+def set_edge_chunk_size(self: AniDSModel, size: int|None) -> "AniDSModel":
+    """Edges per chunk in eval mode for every part that chunks (the PaiNN, Equiformer, EquiformerV2 or GeoMFormer
+    denoiser and encoder, the generator's edge terms); None: never chunk. Results do not change, only memory and time (see anids.nn.graphs.edge_chunk_map)."""
+    check_edge_chunk_size(size)
+    for m in self.modules():
+        if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
+    return self
 
-    def needs_autograd(self, compute_forces: bool = True, compute_stress: bool = False) -> bool:
-        """Whether `predict` needs autograd for these outputs: conservative forces and the strain-derivative stress are
-        gradients of the energy; direct forces and a direct stress head are plain outputs. Callers that only read the
-        prediction (the ASE calculator, `anids.train.evaluate`) run it under `torch.set_grad_enabled(...)` of this, so
-        a direct-force model keeps no graph of its activations (less memory in big cells). `predict` itself follows
-        torch's grad mode like any module, so gradients with respect to the weights stay available to those who ask."""
-        if self.force_mode == "conservative": return bool(compute_forces or compute_stress)
-        return False
+@patch(as_prop=True)
+def predicts_stress(self: AniDSModel) -> bool:
+    "Whether `predict(compute_stress=True)` works: conservative forces (strain derivative) or a direct stress head."
+    return self.force_mode == "conservative" or bool(getattr(self.denoiser, "predicts_stress", False))
 
-    # ---------------------------------------------------------------- prediction
-    def predict(self, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
-                compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
-                vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
-                graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes: complete_graph, NeighbourLists); None: the radius graph of pos
-                allow_untrained: bool = False,   # True: also from an energy head that never trained (the denoising step's vector output)
-               ) -> Prediction:
-        """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
-        With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
-        forces need every atom's vector, so it must then be None. Inside `sync_free()` a fixed `graph` is required:
-        a radius graph is built on the host."""
-        if vector_atoms is not None and compute_forces and self.force_mode == "direct":
-            raise ValueError("direct forces are the vector output of every atom: vector_atoms must be None")
-        if self.energy_trained is False and not allow_untrained: self.check_trained_for(data.z, allow_unseen_elements=True)
-        z, batch = data.z, data.batch
-        B = int(data.num_graphs)
-        pos = data.pos if pos is None else pos
-        cell = getattr(data, "cell", None)
-        pbc = getattr(data, "pbc", None)
-        if graph is None:
-            _no_radius_graph_in_sync_free()
-            graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
-        elif graph.beyond_cutoff and self.denoiser.max_neighbors is not None:   # the max-neighbour rule, on the device
-            graph = fixed_nearest_neighbors(pos, graph, self.denoiser.cutoff, self.denoiser.max_neighbors)
-        check_within_skin(pos, graph)   # fixed neighbour lists (NeighbourLists) hold only near where they were built
-        conservative = self.force_mode == "conservative" and compute_forces
-        direct_stress = compute_stress and self.force_mode == "direct"
-        if compute_stress: _check_periodic(cell, pbc, B)
-        if direct_stress and not self.predicts_stress:
-            raise ValueError("stress with force_mode='direct' needs a backbone with a direct stress head "
-                             "(build_model(..., direct_stress=True); EquiformerV2 has one)")
-        strain = None
-        if conservative and not pos.requires_grad:
-            pos = pos.clone().requires_grad_(True)
-        if compute_stress and not direct_stress:
-            strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
-            sym = 0.5 * (strain + strain.transpose(1, 2))
-            pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
-            graph = replace(graph, shift=_strain_shifts(graph, batch, sym))
-        out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
-        e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
-        real = getattr(data, "atom_mask", None)
-        if real is not None: e_atom = torch.where(real, e_atom, 0.0)   # padding atoms add no energy
-        energy = scatter(e_atom, batch, 0, dim_size=B)
-        forces, stress = None, None
-        if conservative:
-            inputs = [pos] + ([strain] if strain is not None else [])
-            grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
-            forces = -grads[0].to(pos.dtype)
-            if strain is not None:
-                volume = det_3x3(cell.reshape(B, 3, 3)).abs()
-                stress = grads[1] / volume[:, None, None]
-        elif compute_forces:
-            forces = self.force_scale * out.vector
-        if direct_stress:
-            if out.atomic_stress is None or out.atomic_stress.shape != (pos.shape[0], 3, 3):
-                raise ValueError(f"the backbone returned no [{pos.shape[0]}, 3, 3] per-atom stress")
-            stress = self.force_scale * out.structure_stress(batch, B, real)   # the mean over each structure's real atoms
-        return Prediction(energy, forces, out.vector, stress)
+@patch
+def needs_autograd(self: AniDSModel, compute_forces: bool = True, compute_stress: bool = False) -> bool:
+    """Whether `predict` needs autograd for these outputs: conservative forces and the strain-derivative stress are
+    gradients of the energy; direct forces and a direct stress head are plain outputs. Callers that only read the
+    prediction (the ASE calculator, `anids.train.evaluate`) run it under `torch.set_grad_enabled(...)` of this, so
+    a direct-force model keeps no graph of its activations (less memory in big cells). `predict` itself follows
+    torch's grad mode like any module, so gradients with respect to the weights stay available to those who ask."""
+    if self.force_mode == "conservative": return bool(compute_forces or compute_stress)
+    return False
 
-    def covariance(self, data, graph: Graph|None = None) -> Covariance|None:
-        "Sigma_i, Gamma_i, a_i of every atom of the (clean) structures in `data` (on `graph` if given)."
-        if graph is None: _no_radius_graph_in_sync_free()
-        return self.generator.covariance(data.z, data.pos, data.batch, getattr(data, "cell", None), getattr(data, "pbc", None),
-                                         graph=graph)
-
-    # ---------------------------------------------------------------- training objective
-    def covariance_of_structures(self, data, structures: torch.Tensor) -> Covariance:
-        """Sigma_i, Gamma_i, a_i for the atoms of the selected structures ([B] bool), computed on those structures
-        alone (Sigma_i depends only on its own structure, so this is exact); other atoms get sigma_p^2 I."""
-        B, batch, pos = int(data.num_graphs), data.batch, data.pos
-        cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
-        if bool(structures.all()): return self.covariance(data)
-        sel = structures[batch]
-        idx = torch.nonzero(structures).squeeze(1)
-        new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
-        new_id[idx] = torch.arange(idx.numel(), device=pos.device)
-        sub = self.generator.covariance(data.z[sel], pos[sel], new_id[batch[sel]],
-                                        cell.reshape(B, 3, 3)[idx] if cell is not None else None,
-                                        pbc.reshape(B, 3)[idx] if pbc is not None else None)
-        n, s2 = pos.shape[0], self.generator.sigma_p ** 2
-        atoms = (torch.nonzero(sel).squeeze(1),)
-        eye = torch.eye(3, dtype=pos.dtype, device=pos.device)
-        cov_matrix = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.matrix)
-        gamma = torch.zeros(n, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.gamma_sum)
-        a = torch.full((n,), s2, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.a)
-        return Covariance(cov_matrix, gamma, a)
-
-    def losses(self, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
-               stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
-               graph: Graph|None = None,  # a fixed graph for both networks (complete_graph, NeighbourLists.graph); None: radius graphs
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms).
-        The comments give the lines of the paper's algorithm; `denoiser_view` is where a variant of `cfg` changes what
-        the denoiser sees (`supervise_corrupted=False`, `denoise_copy`), nothing else does. Inside `sync_free()` (with a
-        fixed `graph`) the same losses come from fixed shapes: psi and the vector head run on every atom, masked."""
-        if graph is None: _no_radius_graph_in_sync_free()
-        moved = self.corrupt(data, cfg, rng, graph)                 # lines 7-16: m_i, Sigma_i, L_i, eps_i, p~_i, f~_i
-        view = denoiser_view(data, moved, cfg)                      # the corrupted batch (or a named variant's)
-        labelled = lambda key: getattr(data, key, None) is not None and view.n_supervised > 0
-        stress_weight = max(weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
-        pred = self.predict(view.data, view.pos, view.force_encoding, create_graph=True,    # line 20: E^, F^, eps^
-                            compute_forces=labelled("forces") and weights.lambda_force > 0,
-                            compute_stress=labelled("stress") and stress_weight > 0,
-                            # conservative forces: only the moved atoms' vector output enters a loss (Eq. 9)
-                            vector_atoms=None if self.force_mode == "direct" or is_sync_free() else torch.nonzero(view.atoms).squeeze(1),
-                            graph=graph, allow_untrained=True)
-        terms = self.supervised_terms(pred, data, view, cfg, weights)      # lines 21, 23: L_E, L_F (and stress)
-        if moved.any:
-            terms["denoise"] = self.denoising_term(pred, view, cfg)          # line 22: L_AniDS, Eq. 9
-            terms.update(self.generator_terms(data, moved, cfg, weights, stats))   # lines 14-15, 24: KL, Gamma
-        if not terms:
-            raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
-        return total_loss(terms, weights), terms                             # lines 25, 31: the weighted sum
-
-    def corrupt(self, data, cfg: DenoisingConfig, rng: torch.Generator|None = None, graph: Graph|None = None) -> Corruption:
-        """Algorithm 2, lines 7-16: which structures (u < p) and atoms (q_i < r) move; Sigma_i from psi, run on the
-        structures with moved atoms only (a frozen psi's L_i from its cache); p~_i = p_i + L_i eps_i; f~_i = f_i m_i."""
-        B, batch, pos = int(data.num_graphs), data.batch, data.pos
-        if self.method == "none" or cfg.p == 0:   # nothing ever moves
-            return Corruption(torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device), pos, None, None, None, None)
-        _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
-        real = getattr(data, "atom_mask", None)
-        if real is not None: atoms = atoms & real   # padding atoms never move
-        if not is_sync_free() and not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
-        cached = getattr(data, "noise_cache", None)
-        if cached is not None and not cfg.train_generator:
-            # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i alone
-            cov, L, a = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype), cached[:, 9].to(pos.dtype)
-        else:
-            with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
-                if graph is not None:   # fixed shapes: psi on every structure (the moved atoms' rows are the same)
-                    cov = self.covariance(data, graph)
-                else:
-                    structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
-                    cov = self.covariance_of_structures(data, structures)
-                L, a = None, cov.a
-        noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
-        m = atoms[:, None].to(pos.dtype)
-        fenc = data.forces / self.force_encoding_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
-        return Corruption(atoms, pos + noise * m, fenc, cov, L, eps, a)
-
-    def supervised_terms(self, pred: Prediction, data, view: DenoiserView, cfg: DenoisingConfig, weights: LossWeights) -> dict:
-        """Algorithm 2, lines 21 and 23: L_E and L_F against the clean labels (and the stress terms of App. C) over the
-        structures the view supervises, L_F on the atoms that did not move; means over the supervised structures."""
-        B, batch, n = view.num_graphs, view.data.batch, view.n_supervised
-        keep = slice(None) if view.supervised is None else view.supervised
-        terms = {}
-        if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None and n:
-            terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
-        if pred.forces is not None:
-            fitted = ~view.atoms if view.supervised is None else view.supervised[batch]
-            real = getattr(view.data, "atom_mask", None)
-            if real is not None: fitted = fitted & real
-            terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
-                                        cfg.force_loss, cfg.force_normalisation, self.force_scale, counted=real) * (B / n)
-        if pred.stress is not None:
-            target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
-            for name, fn in (("stress", stress_loss), ("stress_iso", stress_iso_loss), ("stress_aniso", stress_aniso_loss)):
-                if getattr(weights, f"lambda_{name}") > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
-        return terms
-
-    def denoising_term(self, pred: Prediction, view: DenoiserView, cfg: DenoisingConfig) -> torch.Tensor:
-        "Algorithm 2, line 22 (Eq. 9): ||L_i^{-T} eps_i - eps^_i||^2 over the moved atoms, in the target scale of `cfg`."
-        batch, B = view.data.batch, view.num_graphs
-        scale = 1.0
-        if cfg.target_scale == "prior": scale = self.generator.sigma_p
-        if cfg.target_scale == "per_structure": scale = authors_target_scale(view.L, batch, view.atoms, B)
-        if cfg.target_scale in ("a_batch_mean", "a_structure_mean"):
-            scale = a_mean_target_scale(view.a, batch, view.atoms, B, per_structure=cfg.target_scale == "a_structure_mean")
-        return anids_loss(pred.vector, view.L, view.eps, view.atoms, batch, B, target_scale=scale, reduction=cfg.denoise_reduction)
-
-    def generator_terms(self, data, moved: Corruption, cfg: DenoisingConfig, weights: LossWeights, stats: dict|None = None) -> dict:
-        """Algorithm 2, lines 14-15 and 24: KL(sigma_p I || Sigma_i) (Eq. 10) and the Gamma hinge (Eq. 11) over the batch's
-        own moved atoms, averaged like the denoising term; only while psi trains. Fills `stats` when given."""
-        terms, B = {}, int(data.num_graphs)
-        by = None if cfg.denoise_reduction == "pooled_l2" else data.batch   # pooled over the batch, or per structure
-        if cfg.train_generator and self.generator.learned:
-            terms["kl"] = kl_isotropic_prior(moved.cov.matrix, cfg.sigma_p, moved.atoms, by, B, L=moved.L)
-            if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
-                terms["gamma"] = gamma_hinge(moved.cov.gamma_sum, cfg.kappa, moved.atoms, by, B)
-        if stats is not None and self.generator.learned:
-            cov = moved.cov if moved.cov is not None else cached_covariance(data.noise_cache.to(data.pos.dtype))
-            stats.update(covariance_stats(cov, moved.L, moved.atoms, cfg.sigma_p))
-        return terms
-
-    def kl_warmup_loss(self, data, cfg: DenoisingConfig,
-                       graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes); None: psi's radius graph
-                      ) -> torch.Tensor:
-        "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
-        cov = self.covariance(data, graph)
-        return kl_isotropic_prior(cov.matrix, cfg.sigma_p, getattr(data, "atom_mask", None), data.batch, int(data.num_graphs))
-
+# %% ../../nbs/method/03_model.ipynb #fe53ad83
 def _no_radius_graph_in_sync_free() -> None:
     if is_sync_free():
         raise ValueError("inside sync_free() the model needs a fixed graph (losses(graph=...), predict(graph=...), "
@@ -399,6 +210,213 @@ def _check_periodic(cell, pbc, B: int) -> None:
     check_that(~flat, lambda: ValueError(f"stress needs periodic structures with a cell of non-zero volume; structure "
                                          f"{int(torch.nonzero(flat)[0, 0])} is not"))   # deferred inside sync_free()
 
+# %% ../../nbs/method/03_model.ipynb #22e03d25
+@patch
+def predict(self: AniDSModel, data, pos: torch.Tensor|None = None, force_encoding: torch.Tensor|None = None,
+            compute_forces: bool = True, compute_stress: bool = False, create_graph: bool = False,
+            vector_atoms: torch.Tensor|None = None,   # atoms whose vector output is needed (None: all)
+            graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes: complete_graph, NeighbourLists); None: the radius graph of pos
+            allow_untrained: bool = False,   # True: also from an energy head that never trained (the denoising step's vector output)
+           ) -> Prediction:
+    """Energy, forces, vector output (and stress) of the structures in `data` at positions `pos` (default data.pos).
+    With `vector_atoms` the vector head runs on those atoms only (the other rows of `vector` are zero); direct
+    forces need every atom's vector, so it must then be None. Inside `sync_free()` a fixed `graph` is required:
+    a radius graph is built on the host."""
+    if vector_atoms is not None and compute_forces and self.force_mode == "direct":
+        raise ValueError("direct forces are the vector output of every atom: vector_atoms must be None")
+    if self.energy_trained is False and not allow_untrained: self.check_trained_for(data.z, allow_unseen_elements=True)
+    z, batch = data.z, data.batch
+    B = int(data.num_graphs)
+    pos = data.pos if pos is None else pos
+    cell = getattr(data, "cell", None)
+    pbc = getattr(data, "pbc", None)
+    if graph is None:
+        _no_radius_graph_in_sync_free()
+        graph = radius_graph(pos, self.denoiser.cutoff, batch, cell, pbc, self.denoiser.max_neighbors)
+    elif graph.beyond_cutoff and self.denoiser.max_neighbors is not None:   # the max-neighbour rule, on the device
+        graph = fixed_nearest_neighbors(pos, graph, self.denoiser.cutoff, self.denoiser.max_neighbors)
+    check_within_skin(pos, graph)   # fixed neighbour lists (NeighbourLists) hold only near where they were built
+    conservative = self.force_mode == "conservative" and compute_forces
+    direct_stress = compute_stress and self.force_mode == "direct"
+    if compute_stress: _check_periodic(cell, pbc, B)
+    if direct_stress and not self.predicts_stress:
+        raise ValueError("stress with force_mode='direct' needs a backbone with a direct stress head "
+                         "(build_model(..., direct_stress=True); EquiformerV2 has one)")
+    strain = None
+    if conservative and not pos.requires_grad:
+        pos = pos.clone().requires_grad_(True)
+    if compute_stress and not direct_stress:
+        strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
+        sym = 0.5 * (strain + strain.transpose(1, 2))
+        pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
+        graph = replace(graph, shift=_strain_shifts(graph, batch, sym))
+    out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
+    e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
+    real = getattr(data, "atom_mask", None)
+    if real is not None: e_atom = torch.where(real, e_atom, 0.0)   # padding atoms add no energy
+    energy = scatter(e_atom, batch, 0, dim_size=B)
+    forces, stress = None, None
+    if conservative:
+        inputs = [pos] + ([strain] if strain is not None else [])
+        grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
+        forces = -grads[0].to(pos.dtype)
+        if strain is not None:
+            volume = det_3x3(cell.reshape(B, 3, 3)).abs()
+            stress = grads[1] / volume[:, None, None]
+    elif compute_forces:
+        forces = self.force_scale * out.vector
+    if direct_stress:
+        if out.atomic_stress is None or out.atomic_stress.shape != (pos.shape[0], 3, 3):
+            raise ValueError(f"the backbone returned no [{pos.shape[0]}, 3, 3] per-atom stress")
+        stress = self.force_scale * out.structure_stress(batch, B, real)   # the mean over each structure's real atoms
+    return Prediction(energy, forces, out.vector, stress)
+
+# %% ../../nbs/method/03_model.ipynb #55146dd3
+@patch
+def covariance(self: AniDSModel, data, graph: Graph|None = None) -> Covariance|None:
+    "Sigma_i, Gamma_i, a_i of every atom of the (clean) structures in `data` (on `graph` if given)."
+    if graph is None: _no_radius_graph_in_sync_free()
+    return self.generator.covariance(data.z, data.pos, data.batch, getattr(data, "cell", None), getattr(data, "pbc", None),
+                                     graph=graph)
+
+@patch
+def covariance_of_structures(self: AniDSModel, data, structures: torch.Tensor) -> Covariance:
+    """Sigma_i, Gamma_i, a_i for the atoms of the selected structures ([B] bool), computed on those structures
+    alone (Sigma_i depends only on its own structure, so this is exact); other atoms get sigma_p^2 I."""
+    B, batch, pos = int(data.num_graphs), data.batch, data.pos
+    cell, pbc = getattr(data, "cell", None), getattr(data, "pbc", None)
+    if bool(structures.all()): return self.covariance(data)
+    sel = structures[batch]
+    idx = torch.nonzero(structures).squeeze(1)
+    new_id = torch.full((B,), -1, dtype=torch.long, device=pos.device)
+    new_id[idx] = torch.arange(idx.numel(), device=pos.device)
+    sub = self.generator.covariance(data.z[sel], pos[sel], new_id[batch[sel]],
+                                    cell.reshape(B, 3, 3)[idx] if cell is not None else None,
+                                    pbc.reshape(B, 3)[idx] if pbc is not None else None)
+    n, s2 = pos.shape[0], self.generator.sigma_p ** 2
+    atoms = (torch.nonzero(sel).squeeze(1),)
+    eye = torch.eye(3, dtype=pos.dtype, device=pos.device)
+    cov_matrix = (s2 * eye).expand(n, 3, 3).index_put(atoms, sub.matrix)
+    gamma = torch.zeros(n, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.gamma_sum)
+    a = torch.full((n,), s2, dtype=pos.dtype, device=pos.device).index_put(atoms, sub.a)
+    return Covariance(cov_matrix, gamma, a)
+
+# %% ../../nbs/method/03_model.ipynb #22ed79fa
+@patch
+def losses(self: AniDSModel, data, cfg: DenoisingConfig, weights: LossWeights, rng: torch.Generator|None = None,
+           stats: dict|None = None,   # if given, filled with what the generator does on this batch (no gradient)
+           graph: Graph|None = None,  # a fixed graph for both networks (complete_graph, NeighbourLists.graph); None: radius graphs
+           ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """One step of Algorithm 2 (Algorithm 1 when p = r = 1 and lambda_E = lambda_F = 0); returns (total, terms).
+    The comments give the lines of the paper's algorithm; `denoiser_view` is where a variant of `cfg` changes what
+    the denoiser sees (`supervise_corrupted=False`, `denoise_copy`), nothing else does. Inside `sync_free()` (with a
+    fixed `graph`) the same losses come from fixed shapes: psi and the vector head run on every atom, masked."""
+    if graph is None: _no_radius_graph_in_sync_free()
+    moved = self.corrupt(data, cfg, rng, graph)                 # lines 7-18: m_i, Sigma_i, L_i, eps_i, p~_i, f~_i
+    view = denoiser_view(data, moved, cfg)                      # the corrupted batch (or a named variant's)
+    labelled = lambda key: getattr(data, key, None) is not None and view.n_supervised > 0
+    stress_weight = max(weights.lambda_stress, weights.lambda_stress_iso, weights.lambda_stress_aniso)
+    pred = self.predict(view.data, view.pos, view.force_encoding, create_graph=True,    # line 24: E^, F^, eps^
+                        compute_forces=labelled("forces") and weights.lambda_force > 0,
+                        compute_stress=labelled("stress") and stress_weight > 0,
+                        # conservative forces: only the moved atoms' vector output enters a loss (Eq. 9)
+                        vector_atoms=None if self.force_mode == "direct" or is_sync_free() else torch.nonzero(view.atoms).squeeze(1),
+                        graph=graph, allow_untrained=True)
+    terms = self.supervised_terms(pred, data, view, cfg, weights)      # lines 25, 27: L_E, L_F (and stress)
+    if moved.any:
+        terms["denoise"] = self.denoising_term(pred, view, cfg)          # line 26: L_AniDS, Eq. 9
+        terms.update(self.generator_terms(data, moved, cfg, weights, stats))   # lines 19-20, 28: KL, Gamma
+    if not terms:
+        raise ValueError("nothing to train on: no energy/force labels and no corrupted atoms in this batch")
+    return total_loss(terms, weights), terms                             # lines 29, 37: the weighted sum
+
+# %% ../../nbs/method/03_model.ipynb #f689543e
+@patch
+def corrupt(self: AniDSModel, data, cfg: DenoisingConfig, rng: torch.Generator|None = None, graph: Graph|None = None) -> Corruption:
+    """Algorithm 2, lines 7-18: which structures (u < p) and atoms (q_i < r) move; Sigma_i from psi, run on the
+    structures with moved atoms only (a frozen psi's L_i from its cache); p~_i = p_i + L_i eps_i; f~_i = f_i m_i."""
+    B, batch, pos = int(data.num_graphs), data.batch, data.pos
+    if self.method == "none" or cfg.p == 0:   # nothing ever moves
+        return Corruption(torch.zeros(pos.shape[0], dtype=torch.bool, device=pos.device), pos, None, None, None, None)
+    _, atoms = corruption_masks(batch, B, cfg.p, cfg.r, generator=rng)
+    real = getattr(data, "atom_mask", None)
+    if real is not None: atoms = atoms & real   # padding atoms never move
+    if not is_sync_free() and not bool(atoms.any()): return Corruption(atoms, pos, None, None, None, None)
+    cached = getattr(data, "noise_cache", None)
+    if cached is not None and not cfg.train_generator:
+        # frozen psi: L_i was computed once from the clean structure (cache_covariances); the step needs L_i alone
+        cov, L, a = None, cached[:, :9].reshape(-1, 3, 3).to(pos.dtype), cached[:, 9].to(pos.dtype)
+    else:
+        with torch.set_grad_enabled(cfg.train_generator and torch.is_grad_enabled()):
+            if graph is not None:   # fixed shapes: psi on every structure (the moved atoms' rows are the same)
+                cov = self.covariance(data, graph)
+            else:
+                structures = torch.zeros(B, dtype=torch.bool, device=pos.device).index_fill(0, batch[atoms], True)
+                cov = self.covariance_of_structures(data, structures)
+            L, a = None, cov.a
+    noise, L, eps = sample_anisotropic(None if cov is None else cov.matrix, generator=rng, L=L)
+    m = atoms[:, None].to(pos.dtype)
+    fenc = data.forces / self.force_encoding_scale * m if cfg.force_encoding and getattr(data, "forces", None) is not None else None
+    return Corruption(atoms, pos + noise * m, fenc, cov, L, eps, a)
+
+# %% ../../nbs/method/03_model.ipynb #2281c043
+@patch
+def supervised_terms(self: AniDSModel, pred: Prediction, data, view: DenoiserView, cfg: DenoisingConfig, weights: LossWeights) -> dict:
+    """Algorithm 2, lines 25 and 27: L_E and L_F against the clean labels (and the stress terms of App. C) over the
+    structures the view supervises, L_F on the atoms that did not move; means over the supervised structures."""
+    B, batch, n = view.num_graphs, view.data.batch, view.n_supervised
+    keep = slice(None) if view.supervised is None else view.supervised
+    terms = {}
+    if weights.lambda_energy > 0 and getattr(data, "energy", None) is not None and n:
+        terms["energy"] = energy_loss(pred.energy[keep], _labels(data.energy.to(torch.float64), B)[keep], self.force_scale)
+    if pred.forces is not None:
+        fitted = ~view.atoms if view.supervised is None else view.supervised[batch]
+        real = getattr(view.data, "atom_mask", None)
+        if real is not None: fitted = fitted & real
+        terms["force"] = force_loss(pred.forces, _labels(data.forces, pred.forces.shape[0]), fitted, batch, B,
+                                    cfg.force_loss, cfg.force_normalisation, self.force_scale, counted=real) * (B / n)
+    if pred.stress is not None:
+        target = _labels(data.stress.reshape(-1, 3, 3), B).to(pred.stress.dtype)
+        for name, fn in (("stress", stress_loss), ("stress_iso", stress_iso_loss), ("stress_aniso", stress_aniso_loss)):
+            if getattr(weights, f"lambda_{name}") > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
+    return terms
+
+@patch
+def denoising_term(self: AniDSModel, pred: Prediction, view: DenoiserView, cfg: DenoisingConfig) -> torch.Tensor:
+    "Algorithm 2, line 26 (Eq. 9): ||L_i^{-T} eps_i - eps^_i||^2 over the moved atoms, in the target scale of `cfg`."
+    batch, B = view.data.batch, view.num_graphs
+    scale = 1.0
+    if cfg.target_scale == "prior": scale = self.generator.sigma_p
+    if cfg.target_scale == "per_structure": scale = authors_target_scale(view.L, batch, view.atoms, B)
+    if cfg.target_scale in ("a_batch_mean", "a_structure_mean"):
+        scale = a_mean_target_scale(view.a, batch, view.atoms, B, per_structure=cfg.target_scale == "a_structure_mean")
+    return anids_loss(pred.vector, view.L, view.eps, view.atoms, batch, B, target_scale=scale, reduction=cfg.denoise_reduction)
+
+# %% ../../nbs/method/03_model.ipynb #cf291841
+@patch
+def generator_terms(self: AniDSModel, data, moved: Corruption, cfg: DenoisingConfig, weights: LossWeights, stats: dict|None = None) -> dict:
+    """Algorithm 2, lines 19-20 and 28: KL(sigma_p I || Sigma_i) (Eq. 10) and the Gamma hinge (Eq. 11) over the batch's
+    own moved atoms, averaged like the denoising term; only while psi trains. Fills `stats` when given."""
+    terms, B = {}, int(data.num_graphs)
+    by = None if cfg.denoise_reduction == "pooled_l2" else data.batch   # pooled over the batch, or per structure
+    if cfg.train_generator and self.generator.learned:
+        terms["kl"] = kl_isotropic_prior(moved.cov.matrix, cfg.sigma_p, moved.atoms, by, B, L=moved.L)
+        if self.method in ("anids", "anids-add") and weights.lambda_gamma > 0:
+            terms["gamma"] = gamma_hinge(moved.cov.gamma_sum, cfg.kappa, moved.atoms, by, B)
+    if stats is not None and self.generator.learned:
+        cov = moved.cov if moved.cov is not None else cached_covariance(data.noise_cache.to(data.pos.dtype))
+        stats.update(covariance_stats(cov, moved.L, moved.atoms, cfg.sigma_p))
+    return terms
+
+@patch
+def kl_warmup_loss(self: AniDSModel, data, cfg: DenoisingConfig,
+                   graph: Graph|None = None,   # a fixed graph (anids.nn.fixed_shapes); None: psi's radius graph
+                  ) -> torch.Tensor:
+    "KL of every atom's Sigma_i to the prior (the OC22 recipe trains psi on this alone first)."
+    cov = self.covariance(data, graph)
+    return kl_isotropic_prior(cov.matrix, cfg.sigma_p, getattr(data, "atom_mask", None), data.batch, int(data.num_graphs))
+
+# %% ../../nbs/method/03_model.ipynb #feb7e196
 @torch.no_grad()
 def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, sigma_p: float) -> dict[str, float]:
     "What the generator does on the masked atoms: KL to the prior, mean Gamma_i, mean and spread of a_i, anisotropy."
@@ -409,7 +427,6 @@ def covariance_stats(cov: Covariance, L: torch.Tensor|None, mask: torch.Tensor, 
     return {"kl": float(kl_isotropic_prior(sig, sigma_p, L=None if L is None else L[mask].detach())),
             "gamma_mean": float(cov.gamma_sum[mask].mean()), "a_mean": float(a.mean()),
             "a_std": float(a.std(unbiased=False)), "anisotropy": float((ev[:, 2] / ev[:, 0]).mean())}
-
 
 # %% ../../nbs/method/03_model.ipynb #c7a87d95
 NOISE_CACHE_COLUMNS = 11
@@ -452,171 +469,6 @@ def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progr
         model.train(was_training)
     return out
 
-# %% ../../nbs/method/03_model.ipynb #00d7b2b4
-CHECKPOINT_FORMAT = "anids-model-v1"
-
-def build_model(backbone: str = "painn",              # denoiser backbone name (anids.nn.backbones.BACKBONES)
-                preset: str = "demo",                  # its preset
-                method: str = "anids",                 # noise method, one of NOISE_METHODS
-                generator_preset: str = "generator",   # preset of the generator's encoder (same backbone family)
-                sigma_p: float = 0.05,                 # sigma_p (A): DeNS's std, the learned methods' initial std
-                force_mode: str = "conservative",
-                atomic_energies: dict[int, float]|None = None,
-                energy_scale: float = 1.0, force_scale: float = 1.0,
-                backbone_overrides: dict|None = None, generator_overrides: dict|None = None,
-                seed: int|None = None,
-                direct_stress: bool = False,           # give the denoiser a direct stress head (force_mode='direct')
-                force_encoding_scale: float|None = None,  # eV/A per unit of the encoded forces (None: force_scale)
-                cutoff_envelope: bool = False,         # ln f_cut(r_ij) added to psi's b_ij (not in Eq. 15; see NoiseGenerator)
-                **renamed,                             # sigma: the old name of sigma_p
-               ) -> AniDSModel:
-    "An `AniDSModel` from named parts."
-    sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "build_model").get("sigma_p", sigma_p)
-    if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
-    if direct_stress:
-        if force_mode != "direct":
-            raise ValueError(f"direct_stress=True needs force_mode='direct' (conservative models differentiate the energy), got {force_mode!r}")
-        if "stress_head" not in inspect.signature(backbone_class(backbone)).parameters:
-            raise ValueError(f"backbone {backbone!r} has no direct stress head (EquiformerV2 has one)")
-    if seed is not None: torch.manual_seed(seed)
-    spec = dict(backbone=backbone, preset=preset, method=method, generator_preset=generator_preset, sigma_p=sigma_p,
-                force_mode=force_mode, atomic_energies={int(k): float(v) for k, v in (atomic_energies or {}).items()},
-                energy_scale=float(energy_scale), force_scale=float(force_scale),
-                backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}),
-                direct_stress=bool(direct_stress), cutoff_envelope=bool(cutoff_envelope),
-                force_encoding_scale=None if force_encoding_scale is None else float(force_encoding_scale))
-    denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
-    learned = method in ("denoisevae", "anids-add", "anids")
-    encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
-    generator = NoiseGenerator(method, encoder, sigma_p=sigma_p, cutoff_envelope=cutoff_envelope)
-    return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec,
-                      force_encoding_scale)
-
-def plain_data(obj, where: str = "extra"):
-    """`obj` as what torch's weights-only unpickler reads back: dicts, lists, tuples, str, int, float, bool, None and
-    tensors. Paths and numpy scalars become str and Python numbers; anything else is a TypeError that names where it
-    sits (a checkpoint must never need code to be read)."""
-    import numpy as np
-    if obj is None or type(obj) in (bool, int, float, str) or isinstance(obj, torch.Tensor): return obj
-    if isinstance(obj, (str, Path)): return str(obj)   # str subclasses (torch.__version__) and paths
-    if isinstance(obj, np.generic): return obj.item()
-    if isinstance(obj, np.ndarray): return torch.from_numpy(obj.copy())
-    if isinstance(obj, dict): return {plain_data(k, where): plain_data(v, f"{where}[{k!r}]") for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return type(obj)(plain_data(v, f"{where}[{i}]") for i, v in enumerate(obj))
-    raise TypeError(f"{where} holds a {type(obj).__name__}, which a checkpoint cannot store as plain data; "
-                    "store it as numbers, strings, lists or dicts")
-
-class WriteError(OSError):
-    "A file could not be written (a full disk, ...): one line naming the file and its folder (`atomic_write`)."
-
-def _write_failed(e: BaseException) -> bool:
-    "Whether `e` is a failed write: an OSError (ENOSPC, EIO, ...) or torch's RuntimeError from its writer ('file write failed')."
-    return isinstance(e, OSError) or (isinstance(e, RuntimeError) and "writ" in str(e).lower())
-
-def atomic_write(path, write) -> Path:
-    """Write the file `path` as `write(tmp)` does at a temporary name in the same folder, then rename it to `path`
-    (`os.replace`, atomic within one filesystem): a reader, or a run killed midway, sees the old file or the new one,
-    never part of one, and no temporary file lands elsewhere (a rename across filesystems would be a copy). A failed
-    write (a full disk: OSError, or torch's RuntimeError) removes the temporary file, keeps the old one, and is one
-    `WriteError` naming the file and its folder (with the OSError's errno); any other error is raised as it is."""
-    import os
-    path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f: os.fsync(f.fileno())   # on the disk before the rename makes it the file
-        os.replace(tmp, path)
-    except BaseException as e:
-        tmp.unlink(missing_ok=True)
-        if not _write_failed(e): raise
-        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e).strip().splitlines()[-1][:200]
-        err = WriteError(f"could not write {path.name} in {path.parent}: {reason}; the files written there before are "
-                         "intact and no partial file is left")
-        err.errno = getattr(e, "errno", None)
-        raise err from None
-    return path
-
-def trained_energy(extra: dict|None) -> bool|None:
-    """Whether the run that a checkpoint's metadata `extra` describes trained the energy head: Algorithm 1 (scheme
-    'pretrain') trains the denoising head alone. Read from its `config` (anids.train.fit) or `provenance.config` (the
-    pre-training protocol); None where neither says."""
-    extra = extra or {}
-    config = extra.get("config") or (extra.get("provenance") or {}).get("config") or {}
-    return None if config.get("scheme") is None else config["scheme"] != "pretrain"
-
-def save_model(model: AniDSModel, path, extra: dict|None = None) -> Path:
-    """Write `model` (recipe + weights + `extra` metadata, as plain data) to `path`, atomically (`atomic_write`). The
-    file says whether the energy head trained: `model.energy_trained`, else what `extra` implies (`trained_energy`)."""
-    if not model.spec: raise ValueError("this model was not made by build_model: it has no recipe to save")
-    import anids
-    energy = model.energy_trained
-    if energy is None: energy = trained_energy(extra)
-    payload = {"format": CHECKPOINT_FORMAT, "spec": plain_data(model.spec, "spec"), "state_dict": model.state_dict(),
-               "anids_version": str(anids.__version__), "energy_trained": energy, "extra": plain_data(extra or {})}
-    return atomic_write(path, lambda tmp: torch.save(payload, tmp))
-
-from torch.torch_version import TorchVersion
-
-SAFE_CHECKPOINT_GLOBALS = [TorchVersion]
-"""Classes that checkpoints may name beyond torch's weights-only defaults: TorchVersion, a `str` subclass that
-checkpoints written before `plain_data` recorded as `torch.__version__` (its constructor runs no code of the file's)."""
-
-def read_checkpoint(path, map_location="cpu") -> dict:
-    """The contents of a checkpoint or weights file (`save_model`'s, a Lightning checkpoint), read with torch's
-    weights-only unpickler: tensors, containers and plain values. A pickle is a program, and a `.pt` file is the way
-    weights travel between people, so a file that names any other code (a class, a function) is refused before any of
-    it runs. Every loader of `anids` reads checkpoints through this function."""
-    import pickle, re
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no checkpoint at {path}")
-    try:
-        with torch.serialization.safe_globals(SAFE_CHECKPOINT_GLOBALS):
-            return torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as e:
-        found = re.search(r"GLOBAL ([\w.]+)", str(e))
-        if found is None: raise ValueError(   # e.g. "Unsupported operand": bytes that are no pickle torch writes
-            f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
-        raise ValueError(f"{path} was refused: its pickle names {found.group(1) if found else 'code'}, and reading it "
-                         "would run that code. anids checkpoints hold only tensors and plain values; if you made this "
-                         "file yourself and trust it, load it with torch.load(..., weights_only=False) and save its "
-                         "weights again with save_model") from None
-    except Exception as e:
-        raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
-
-def load_model(path, map_location="cpu") -> AniDSModel:
-    """Load a model written by `save_model` or a Lightning checkpoint of `anids.train` (`read_checkpoint`: no code runs);
-    a run's folder means its model.pt. `model.energy_trained` says whether its energy head trained (False for a
-    pre-training checkpoint: `predict` then refuses energies and forces), None where the file does not say."""
-    path = Path(path)
-    if path.is_dir():
-        if not (path / "model.pt").is_file():
-            found = sorted(str(p.relative_to(path)) for p in path.glob("checkpoints/*.ckpt"))
-            raise FileNotFoundError(f"{path} is a folder without model.pt (a run writes it when it ends)"
-                                    + (f"; its checkpoints: {', '.join(found)} (give one of them)" if found else ""))
-        path = path / "model.pt"
-    ckpt = read_checkpoint(path, map_location)
-    if isinstance(ckpt, dict) and "hyper_parameters" in ckpt and "model_spec" in ckpt.get("hyper_parameters", {}):
-        spec = ckpt["hyper_parameters"]["model_spec"]
-        state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-        energy = trained_energy(ckpt["hyper_parameters"])
-    elif isinstance(ckpt, dict) and ckpt.get("format") == CHECKPOINT_FORMAT:
-        spec, state = ckpt["spec"], ckpt["state_dict"]
-        energy = ckpt.get("energy_trained")   # written since save_model records it; before, the run's scheme says
-        if energy is None: energy = trained_energy(ckpt.get("extra"))
-    else:
-        raise ValueError(f"{path} is not an AniDS checkpoint (expected format {CHECKPOINT_FORMAT!r} or an anids Lightning checkpoint)")
-    if "sigma" in spec: spec = {**{k: v for k, v in spec.items() if k != "sigma"}, "sigma_p": spec["sigma"]}   # written before the rename
-    # recipes written before these settings: psi's b_ij had the cutoff envelope, and the forces were encoded in force_scale
-    spec = {"cutoff_envelope": True, **spec}
-    model = build_model(**spec)
-    try:
-        model.load_state_dict(state)
-    except RuntimeError as e:
-        raise ValueError(f"{path}: weights do not match the recorded architecture: {e}") from None
-    model.energy_trained = energy
-    return model
-
 # %% ../../nbs/method/03_model.ipynb #d9b2c7a4
 def denoiser_view(data, moved: Corruption, cfg: DenoisingConfig) -> DenoiserView:
     "Algorithm 2's view of a corrupted batch (`algorithm2_view`), or that of the variant `cfg` names."
@@ -628,7 +480,7 @@ def denoiser_view(data, moved: Corruption, cfg: DenoisingConfig) -> DenoiserView
     return algorithm2_view(data, moved) if cfg.supervise_corrupted else unmoved_supervised_view(data, moved)
 
 def algorithm2_view(data, moved: Corruption) -> DenoiserView:
-    "Algorithm 2 as printed: the corrupted batch, every structure fitting its clean labels (line 21)."
+    "Algorithm 2 as printed: the corrupted batch, every structure fitting its clean labels (lines 25, 27)."
     return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps, a=moved.a)
 
 def _structures_with_moved_atoms(data, moved: Corruption) -> torch.Tensor:
@@ -662,102 +514,40 @@ def noisy_copy_view(data, moved: Corruption) -> DenoiserView:
                         supervised=torch.arange(both.num_graphs, device=pos.device) < B,
                         a=None if moved.a is None else torch.cat([moved.a, moved.a[atoms]]))
 
-# %% ../../nbs/method/03_model.ipynb #602e7bcf
-def atoms_batch(atoms_list, dtype=torch.float32):
-    "A torch_geometric Batch from ase.Atoms (labels are not needed)."
-    from torch_geometric.data import Data, Batch
-    if not isinstance(atoms_list, (list, tuple)): atoms_list = [atoms_list]
-    items = []
-    for a in atoms_list:
-        items.append(Data(z=torch.tensor(a.numbers, dtype=torch.long), pos=torch.tensor(a.positions, dtype=dtype),
-                          cell=torch.tensor(a.cell.array, dtype=dtype)[None], pbc=torch.tensor(a.pbc)[None]))
-    return Batch.from_data_list(items)
-
-from ase.calculators.calculator import Calculator, all_changes
-
-class AniDSCalculator(Calculator):
-    """ASE calculator: energy (eV), forces (eV/A) and, for periodic cells, stress (eV/A^3) of a trained model. Like
-    `anids-train`, it refuses structures with elements the model never trained on, unless `allow_unseen_elements`,
-    and a model whose energy head never trained (pre-training weights), unless `allow_untrained`."""
-    implemented_properties = ["energy", "free_energy", "forces", "stress"]
-    def __init__(self, model: AniDSModel, allow_unseen_elements: bool = False, allow_untrained: bool = False, **kw):
-        super().__init__(**kw)
-        self.model = model.eval()
-        self.allow_unseen_elements, self.allow_untrained = bool(allow_unseen_elements), bool(allow_untrained)
-    def calculate(self, atoms=None, properties=("energy",), system_changes=all_changes):
-        super().calculate(atoms, properties, system_changes)
-        self.model.check_trained_for(torch.as_tensor(self.atoms.numbers), self.allow_unseen_elements, self.allow_untrained)
-        dtype = next(self.model.parameters()).dtype
-        data = atoms_batch([self.atoms], dtype)
-        want_stress = "stress" in properties and self.atoms.pbc.any()
-        # direct forces and stress need no autograd: no graph of the activations is kept (memory in big cells)
-        with torch.set_grad_enabled(self.model.needs_autograd(True, want_stress)):
-            pred = self.model.predict(data, compute_stress=want_stress, allow_untrained=self.allow_untrained)
-        self.results["energy"] = self.results["free_energy"] = float(pred.energy[0].detach())
-        self.results["forces"] = pred.forces.detach().double().numpy()
-        if want_stress:
-            from ase.stress import full_3x3_to_voigt_6_stress
-            self.results["stress"] = full_3x3_to_voigt_6_stress(pred.stress[0].detach().double().numpy())
-
-# %% ../../nbs/method/03_model.ipynb #7ae9fe86
-def corruption_label_shift(model: AniDSModel, structures, sigma_p: float, r: float = 0.25, seed: int = 0) -> dict[str, float]:
-    """How far Algorithm 2's clean labels are from those of the structure the model is given. In each structure a
-    fraction `r` of the atoms (drawn per atom) moves by `sigma_p` * N(0, I) (A); a trained `model` stands in for the
-    reference method, before and after. Returns the mean and median |F_after - F_before| over the atoms that did not
-    move (meV/A), the mean |E_after - E_before| per atom (meV/atom) and, where the structures are periodic, the mean
-    absolute change of a stress component (GPa)."""
-    from torch_geometric.data import Batch
-    if not sigma_p >= 0: raise ValueError(f"sigma_p must be >= 0, got {sigma_p}")
-    if not 0 <= r <= 1: raise ValueError(f"r must lie in [0, 1], got {r}")
-    structures = list(structures)
-    if not structures: raise ValueError("no structures")
-    g = torch.Generator().manual_seed(seed)
-    dtype = next(model.parameters()).dtype
-    was_training = model.training
-    model.eval()
-    df, de, ds = [], [], []
-    try:
-        for s in structures:
-            b = Batch.from_data_list([s])
-            b.pos = b.pos.to(dtype)
-            if getattr(b, "cell", None) is not None: b.cell = b.cell.to(dtype)
-            periodic = getattr(b, "pbc", None) is not None and bool(b.pbc.any())
-            moved = torch.rand(b.pos.shape[0], generator=g) < r
-            step = sigma_p * torch.randn(b.pos.shape, generator=g, dtype=dtype) * moved[:, None]
-            before = model.predict(b, compute_stress=periodic)
-            after = model.predict(b, b.pos + step, compute_stress=periodic)
-            df.append((after.forces - before.forces)[~moved].norm(dim=-1).detach())
-            de.append(float((after.energy - before.energy).detach().abs()) / b.pos.shape[0])
-            if periodic: ds.append(float((after.stress - before.stress).detach().abs().mean()))
-    finally:
-        model.train(was_training)
-    df = torch.cat(df).double()
-    out = {"force_shift_mean_meV_A": 1000 * float(df.mean()) if df.numel() else 0.0,
-           "force_shift_median_meV_A": 1000 * float(df.median()) if df.numel() else 0.0,
-           "energy_shift_meV_atom": 1000 * sum(de) / len(de)}
-    if ds: out["stress_shift_GPa"] = 160.21766208 * sum(ds) / len(ds)   # eV/A^3 -> GPa
-    return out
+# %% ../../nbs/method/03_model.ipynb #00d7b2b4
+def build_model(backbone: str = "painn",              # denoiser backbone name (anids.nn.backbones.BACKBONES)
+                preset: str = "demo",                  # its preset
+                method: str = "anids",                 # noise method, one of NOISE_METHODS
+                generator_preset: str = "generator",   # preset of the generator's encoder (same backbone family)
+                sigma_p: float = 0.05,                 # sigma_p (A): DeNS's std, the learned methods' initial std
+                force_mode: str = "conservative",
+                atomic_energies: dict[int, float]|None = None,
+                energy_scale: float = 1.0, force_scale: float = 1.0,
+                backbone_overrides: dict|None = None, generator_overrides: dict|None = None,
+                seed: int|None = None,
+                direct_stress: bool = False,           # give the denoiser a direct stress head (force_mode='direct')
+                force_encoding_scale: float|None = None,  # eV/A per unit of the encoded forces (None: force_scale)
+                cutoff_envelope: bool = False,         # ln f_cut(r_ij) added to psi's b_ij (not in Eq. 15; see NoiseGenerator)
+               ) -> AniDSModel:
+    "An `AniDSModel` from named parts."
+    if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
+    if direct_stress:
+        if force_mode != "direct":
+            raise ValueError(f"direct_stress=True needs force_mode='direct' (conservative models differentiate the energy), got {force_mode!r}")
+        if "stress_head" not in inspect.signature(backbone_class(backbone)).parameters:
+            raise ValueError(f"backbone {backbone!r} has no direct stress head (EquiformerV2 has one)")
+    if seed is not None: torch.manual_seed(seed)
+    spec = dict(backbone=backbone, preset=preset, method=method, generator_preset=generator_preset, sigma_p=sigma_p,
+                force_mode=force_mode, atomic_energies={int(k): float(v) for k, v in (atomic_energies or {}).items()},
+                energy_scale=float(energy_scale), force_scale=float(force_scale),
+                backbone_overrides=dict(backbone_overrides or {}), generator_overrides=dict(generator_overrides or {}),
+                direct_stress=bool(direct_stress), cutoff_envelope=bool(cutoff_envelope),
+                force_encoding_scale=None if force_encoding_scale is None else float(force_encoding_scale))
+    denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
+    learned = method in ("denoisevae", "anids-add", "anids")
+    encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
+    generator = NoiseGenerator(method, encoder, sigma_p=sigma_p, cutoff_envelope=cutoff_envelope)
+    return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec,
+                      force_encoding_scale)
 
 
-# %% ../../nbs/method/03_model.ipynb #5afe10ad
-class PayloadCheckpoint:
-    """What a hostile checkpoint hides: unpickling it calls `Path(marker).touch()`, which creates an empty file at
-    `marker`. For tests of the loaders (nothing may run); never written by the package itself."""
-    def __init__(self, marker): self.marker = Path(marker)
-    def __reduce__(self): return (Path.touch, (self.marker,))
-
-# %% ../../nbs/method/03_model.ipynb #948d70f3
-import numpy as np
-
-def force_smoothness(model: AniDSModel, atoms, amplitudes=(1e-6, 1e-5, 1e-4), seed: int = 0) -> np.ndarray:
-    """max |F| / a for `atoms` displaced by a (Å, root mean square per component) along one random direction, for each a
-    in `amplitudes`. At a stationary point of a smooth model (an ideal crystal: forces vanish by symmetry) the ratios
-    agree over decades of a (the curvature); ratios that change with a reveal a feature narrower than a (a spike)."""
-    if not amplitudes or min(amplitudes) <= 0: raise ValueError(f"amplitudes must be positive, got {amplitudes}")
-    d = np.random.default_rng(seed).normal(size=(len(atoms), 3))
-    d /= np.sqrt((d ** 2).mean())
-    calc, out = AniDSCalculator(model), []
-    for a in amplitudes:
-        x = atoms.copy(); x.positions += a * d; x.calc = calc
-        out.append(np.abs(x.get_forces()).max() / a)
-    return np.array(out)

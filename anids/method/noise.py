@@ -14,7 +14,7 @@ from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3, fixed_near
 
 # %% auto #0
 __all__ = ['NOISE_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts',
-           'Covariance', 'renamed_keywords', 'NoiseGenerator']
+           'Covariance', 'NoiseGenerator']
 
 # %% ../../nbs/method/01_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
@@ -165,18 +165,6 @@ class Covariance:
     gamma_sum: torch.Tensor  # [N] Gamma_i = sum_j gamma_ij (zeros for isotropic methods)
     a: torch.Tensor          # [N] isotropic base (sigma_i^2 for DenoiseVAE, sigma^2 for DeNS)
 
-def renamed_keywords(kwargs: dict, renames: dict[str, str], where: str) -> dict:
-    """Old keyword names still accepted for a release (old -> new in `renames`), each with a FutureWarning that names
-    the new one; any other unexpected keyword is a TypeError, as Python's own. Returns {new: value}."""
-    import warnings
-    unknown = set(kwargs) - set(renames)
-    if unknown: raise TypeError(f"{where}() got unexpected keyword arguments {sorted(unknown)}")
-    for old, new in renames.items():
-        if old in kwargs:
-            warnings.warn(f"{where}({old}=...) is now {where}({new}=...); the old name works until the next release",
-                          FutureWarning, stacklevel=3)
-    return {renames[k]: v for k, v in kwargs.items()}
-
 class NoiseGenerator(nn.Module):
     "psi: structure -> per-atom covariances, for every noise method of the paper."
     def __init__(self,
@@ -190,10 +178,8 @@ class NoiseGenerator(nn.Module):
                  std_range: tuple[float, float] = STD_RANGE,  # bounds (A) on sqrt(a_i), the isotropic base std (see STD_RANGE)
                  cutoff_envelope: bool = False,      # add ln f_cut(|r_ij|) to b_ij, so gamma_ij -> 0 at the cutoff (not in Eq. 15)
                  edge_chunk_size: int|None = DEFAULT_EDGE_CHUNK_SIZE,  # eval mode: edge terms this many edges at a time
-                 **renamed,                          # sigma: the old name of sigma_p
                 ):
         super().__init__()
-        sigma_p = renamed_keywords(renamed, {"sigma": "sigma_p"}, "NoiseGenerator").get("sigma_p", sigma_p)
         if method not in NOISE_METHODS: raise ValueError(f"unknown noise method {method!r}; choose from {NOISE_METHODS}")
         if sigma_p <= 0: raise ValueError("sigma_p must be positive")
         lo, hi = (float(s) for s in std_range)

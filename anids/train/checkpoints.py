@@ -7,7 +7,8 @@ import hashlib, json, os, sys
 from pathlib import Path
 import ase.data
 import torch
-from ..method.model import AniDSModel, read_checkpoint
+from ..method.model import AniDSModel
+from ..method.checkpoints import read_checkpoint
 from ..provenance import repo_root
 from .config import TrainConfig
 

@@ -88,9 +88,8 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
     r.add_argument("--resume", metavar="CHECKPOINT", help="resume from a Lightning checkpoint ('last' = OUT/checkpoints/last.ckpt)")
     c = p.add_argument_group("settings (anids.train.TrainConfig)" if full else "common settings (anids.train.TrainConfig; --help-all: every one)",
                              "the defaults shown are TrainConfig's; --recipe replaces them with the recipe's")
-    # the setting is `method` everywhere (TrainConfig.method, build_model(method=...)); --noise is its older spelling
-    c.add_argument("--method", "--noise", dest="method", default=None,
-                   help="noise method: none, dens, denoisevae, anids-add, anids (--noise is the same option)")
+    # the setting is `method` everywhere (TrainConfig.method, build_model(method=...))
+    c.add_argument("--method", dest="method", default=None, help="noise method: none, dens, denoisevae, anids-add, anids")
     docs = config_docs()
     order = sorted(fields(TrainConfig), key=lambda f: f.name not in COMMON_SETTINGS)   # the common ones first
     for f in order:

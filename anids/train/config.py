@@ -12,12 +12,12 @@ from ..nn.backbones import BACKBONES, backbone_class
 
 # %% auto #0
 __all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE',
-           'PRETRAIN_BUDGETS', 'PRETRAIN_SCALES', 'DEVIATION_KEYS', 'TrainConfig', 'make_config', 'paper_deviations',
+           'PRETRAIN_BUDGETS', 'DEVIATION_KEYS', 'TrainConfig', 'make_config', 'paper_deviations',
            'deviations_markdown']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
-"Backbones whose equivariant layer norms take `vector_norm_eps` (see `anids.method.model.force_smoothness`)."
+"Backbones whose equivariant layer norms take `vector_norm_eps` (see `anids.analysis.diagnostics.force_smoothness`)."
 SCALE_STATISTICS = ("force_rms", "energy_std")
 """What may set the output scale (`TrainConfig.scale_statistic`; `anids.train.loop.output_scale` computes it). The
 supervised loss terms are in that unit while the denoising term is not, so it sets their weight against denoising: on
@@ -132,6 +132,20 @@ class TrainConfig(DenoisingConfig, LossWeights):
         if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0, lambda_stress_iso=0.0,
                                                lambda_stress_aniso=0.0)
         return LossWeights(**w)
+
+    def model_spec(self, atomic_energies: dict, output_scale: float, force_encoding_scale: float,
+                   cutoff_envelope: bool) -> dict:
+        """The keywords of `build_model` for this run, given what its training set says (the per-element reference
+        energies, the loss unit `output_scale` for energies and forces, the unit of the encoded forces) and whether
+        psi's b_ij carry the cutoff envelope. Checkpoints record it as `model_spec`."""
+        spec = dict(backbone=self.backbone, preset=self.preset, method=self.method, generator_preset=self.generator_preset,
+                    sigma_p=self.sigma_p, force_mode=self.force_mode, atomic_energies=atomic_energies,
+                    energy_scale=output_scale, force_scale=output_scale, direct_stress=self.direct_stress,
+                    force_encoding_scale=force_encoding_scale, cutoff_envelope=bool(cutoff_envelope))
+        if self.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
+            spec.update(backbone_overrides={"vector_norm_eps": self.vector_norm_eps},
+                        generator_overrides={"vector_norm_eps": self.vector_norm_eps})
+        return spec
 
     @property
     def direct_stress(self) -> bool:
@@ -274,7 +288,7 @@ EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the 
 (`demo`). `config` holds further TrainConfig settings of the budget. (Gradient clipping at norm 10 guards a pre-training
 against the rare noise draw that pushes two bonded atoms together, RESULTS.md "A second pre-training"; the shipped
 checkpoints were made without it, so `demo` has none: pass grad_clip=10 for a safer run.)"""
-PRETRAIN_SCALES = PRETRAIN_BUDGETS   # the old name (the same dict), for one release
+
 
 # %% ../../nbs/train/01_config.ipynb #4b944c18
 DEVIATION_KEYS = ("key", "what", "paper", "authors", "default", "setting", "paper_value", "paper_recipes", "why", "effect")

@@ -15,9 +15,8 @@ from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from torch_geometric.loader import DataLoader
 from torch.utils.data import DataLoader as TorchDataLoader
-from ..method.model import (AniDSModel, build_model, save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS,
-                                atomic_write, WriteError,
-                                cache_covariances, cached_covariance, covariance_stats)
+from ..method.model import AniDSModel, build_model, cache_covariances, cached_covariance, covariance_stats
+from ..method.checkpoints import save_model, load_model, read_checkpoint, SAFE_CHECKPOINT_GLOBALS, atomic_write, WriteError
 from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
@@ -266,13 +265,7 @@ def prepare_training(train_set, config: TrainConfig,
     pre = config.scheme == "pretrain"
     refs = {} if pre else atomic_reference_energies(train_set)
     scale = 1.0 if pre else output_scale(train_set, refs, config.scale_statistic)
-    spec = dict(backbone=config.backbone, preset=config.preset, method=config.method,
-                generator_preset=config.generator_preset, sigma_p=config.sigma_p, force_mode=config.force_mode,
-                atomic_energies=refs, energy_scale=scale, force_scale=scale, direct_stress=config.direct_stress)
-    if config.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
-        spec.update(backbone_overrides={"vector_norm_eps": config.vector_norm_eps},
-                    generator_overrides={"vector_norm_eps": config.vector_norm_eps})
-    spec["force_encoding_scale"] = _force_encoding_scale(train_set, pre)
+    encoding_scale = _force_encoding_scale(train_set, pre)
     steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
     if config.fast_step:   # whole batches only (fixed shapes) of molecules, and a graph that does not change the result
         if len(train_set) < config.batch_size:
@@ -287,7 +280,7 @@ def prepare_training(train_set, config: TrainConfig,
     info["pretrained"] = pretrained
     config = replace(config, train_generator=generator_scheme(config, src, pretrained))
     keep_gen = src is not None and has_trained_generator(src, config)
-    spec["cutoff_envelope"] = _generator_envelope(config, src, keep_gen)
+    spec = config.model_spec(refs, scale, encoding_scale, _generator_envelope(config, src, keep_gen))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
     if config.fast_step:
         for group in StructureIndices(train_set, buckets).groups():
@@ -685,7 +678,7 @@ def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, ener
             _write_json(out_dir / "metrics.json", metrics)
         except WriteError as e:
             raise WriteError(f"{e}. The run's errors: {_scores_line(metrics) or 'none (pre-training)'}") from None
-        try:   # save_model writes under a temporary name and renames (anids.method.model.atomic_write)
+        try:   # save_model writes under a temporary name and renames (anids.method.checkpoints.atomic_write)
             save_model(model, out_dir / "model.pt", extra={"config": asdict(config)})
         except WriteError as e:
             raise WriteError(f"{e}. metrics.json was written ({_scores_line(metrics) or 'pre-training'}); free some "

@@ -375,6 +375,67 @@ def _ablation_runs(path) -> tuple[dict, dict]:
 def _rel(x: float, base: float) -> str:
     return "—" if not (np.isfinite(x) and np.isfinite(base)) else ("0 %" if x == base else f"{100 * (x - base) / base:+.1f} %")
 
+_PROVENANCE_COLUMNS = {"what": "what", "seeds": "seeds", "started_at": "started at", "recorded_revision": "revision",
+                       "training_code": "training code", "concurrency": "concurrency", "resumed": "resumed", "cpu_s": "CPU s",
+                       "check": "check", "note": "note"}
+"A `provenance` record's fields -> the columns of its table; any other field is a column of its own name, before `note`."
+_PROVENANCE_ALWAYS = ("seeds", "started at", "revision", "concurrency", "resumed", "CPU s", "note")
+_RESUME_FIELDS = ("stopped_at_epoch", "resumed_at")     # told in the `resumed` cell
+
+def _prov_label(key: str) -> str: return _PROVENANCE_COLUMNS.get(key, key.replace("_", " "))
+
+def _prov_cell(v) -> str:
+    if v is None: return "—"
+    if isinstance(v, bool): return "yes" if v else "no"
+    if isinstance(v, (list, tuple)): return ", ".join(map(_prov_cell, v)) or "—"
+    if isinstance(v, dict): return "; ".join(f"{k.replace('_', ' ')} {_prov_cell(x)}" for k, x in v.items()) or "—"
+    return str(v)
+
+def _prov_frame(entries: list, order: list, always=()) -> pd.DataFrame:
+    "{column: cell} per labelled entry -> a frame indexed by `rows`: columns in `order`, then the others; empty ones dropped unless in `always`."
+    cols = [c for c in dict.fromkeys([*order, *(c for _, cells in entries for c in cells)])
+            if c in always or any(cells.get(c, "—") != "—" for _, cells in entries)]
+    if "note" in cols: cols = [c for c in cols if c != "note"] + ["note"]
+    t = pd.DataFrame([[cells.get(c, "—") for c in cols] for _, cells in entries], index=[label for label, _ in entries], columns=cols)
+    t.index.name = "rows"
+    return t
+
+def _provenance_tables(path, d: dict, shown=None, known=None) -> dict:
+    """A results file's `provenance` (a list of records, one per group of its rows) as tables {title: frame}: how the runs
+    were made (seeds, the revision they started at and the one recorded, how many ran at a time, resumed or not, CPU
+    seconds, a note, and any other field of a record) and, where records have a `pretraining`, the pre-trainings they
+    start from. Only the records naming a row in `shown` (all if None; a record without rows always); a record naming a
+    row not in `known` (the file's rows, if given) is an error. A file without `provenance`: {}."""
+    name, recs = Path(path).name, d.get("provenance")
+    if recs is None: return {}
+    if not isinstance(recs, list) or not all(isinstance(r, dict) for r in recs):
+        got = type(recs).__name__ if not isinstance(recs, list) else "a list of " + ", ".join(sorted({type(r).__name__ for r in recs}))
+        raise ValueError(f"results file {name}: `provenance` must be a list of objects (one per group of rows), not {got}")
+    runs, pre = [], []
+    for i, r in enumerate(recs):
+        rows = r.get("rows") or []
+        if not isinstance(rows, list) or not all(isinstance(x, str) for x in rows):
+            raise ValueError(f"results file {name}, provenance[{i}]: `rows` must be a list of row names, not {rows!r}")
+        if known is not None and set(rows) - set(known):
+            raise ValueError(f"results file {name}, provenance[{i}] names rows without runs in the file: {sorted(set(rows) - set(known))}")
+        if not isinstance(r.get("pretraining") or {}, dict):
+            raise ValueError(f"results file {name}, provenance[{i}]: `pretraining` must be an object, not {type(r['pretraining']).__name__}")
+        if shown is not None and rows and not set(rows) & set(shown): continue
+        label, cells = ", ".join(rows) or "all", {}
+        for k, v in r.items():
+            if k in ("rows", "pretraining", *_RESUME_FIELDS): continue
+            if k == "cpu_s" and isinstance(v, list) and len(v) == 2: v = f"{v[0]}-{v[1]}"      # a range over the seeds
+            if k == "resumed" and v is True:
+                how = [f"{w} {r[f]}" for f, w in zip(_RESUME_FIELDS, ("stopped at epoch", "resumed at")) if r.get(f) is not None]
+                v = "yes" + (": " + ", ".join(how) if how else "")
+            cells[_prov_label(k)] = _prov_cell(v)
+        runs.append((label, cells))
+        if r.get("pretraining"): pre.append((label, {_prov_label(k): _prov_cell(v) for k, v in r["pretraining"].items()}))
+    out = {}
+    if runs: out[f"How the runs were made ({name})"] = _prov_frame(runs, list(_PROVENANCE_COLUMNS.values()), _PROVENANCE_ALWAYS)
+    if pre: out[f"The pre-trainings they start from ({name})"] = _prov_frame(pre, [])
+    return out
+
 def ablation_sections(results_dir) -> list[Section]:
     "Table 3 (a), (b), (c) with our ablation runs."
     files = _files(results_dir, "ablation_*.json")
@@ -386,7 +447,7 @@ def ablation_sections(results_dir) -> list[Section]:
         df = paper.frame.copy()
         base_row = "EqV2-No pre-train" if part != "c" else None
         if base_row: df["paper Δ vs no pre-train"] = [_rel(v, num[base_row]) for v in num]
-        prov, data, extra_rows = [], {"paper": num, "ours": {}}, {}
+        prov, data, extra_rows, extra = [], {"paper": num, "ours": {}}, {}, {}
         if not parsed: df["ours F(MAE)"] = NOT_RUN
         for f, stats, d in parsed:
             tag = f" [{f.stem}]" if len(parsed) > 1 else ""
@@ -406,13 +467,16 @@ def ablation_sections(results_dir) -> list[Section]:
             prov.append(_ours_line(f.name, d.get("description", "no description recorded") + (
                 " " + d["description_c"] if part == "c" and d.get("description_c") else ""),
                 seeds, machine_of(d) if machine_of(d) != "not recorded" else "as the description says", _short_rev(d)))
+            # how the runs of this part's rows were made: the file's `provenance` records, as tables under the section
+            shown = {*ABLATION_MAP[part].values(), *(ABLATION_EXTRA if part == "a" else ())}
+            extra |= _provenance_tables(f, d, shown, known=stats)
         for label, cells in extra_rows.items():
             df.loc[label] = [cells.get(c, "not in the paper" if c in paper.frame.columns else "—") for c in df.columns]
         notes = ["Ours in kcal/mol/Å (converted from the file's meV/Å). The paper: MD17 aspirin, EquiformerV2 pre-trained on "
                  "PCQM4Mv2; the absolute numbers are not comparable unless the data set and backbone are the same."]
         if paper.note: notes.append("The paper: " + paper.note)
         sections.append(Section(paper.key, paper.title, df, paper, MEASURED if parsed else NOT_RUN, prov, notes,
-                                [f.name for f in files], data=data))
+                                [f.name for f in files], extra, data))
     return sections
 
 # %% ../../nbs/experiments/04_report.ipynb #9d51ec60

@@ -248,7 +248,6 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
                      for c in nbformat.read(tmp_path / "out2.ipynb", as_version=4).cells if c.cell_type == "code"
                      for o in c.get("outputs", []))
     assert "dens     seed 0: missing (no run folder)" in text and "EquiformerV2 + AniDS (ours)" in text
-    assert "the parameter 'preset' is now 'budget'" in text and "budget 'tiny' is now 'demo'" in text
 
 
 def _ethanol_emt_frames(n, seed=0):

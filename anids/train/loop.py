@@ -192,7 +192,10 @@ def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
         except BlockingIOError:
             os.close(fd)
             pid, host = _lock_owner(lock)
-            raise RunFolderError(f"{out_dir} is in use by another run (process {pid}"
+            for _ in range(40):   # the holder writes its id just after it locks: wait up to 2 s for it to be there
+                if pid is not None: break
+                time.sleep(0.05); pid, host = _lock_owner(lock)
+            raise RunFolderError(f"{out_dir} is in use by another run (process {pid if pid is not None else 'unknown'}"
                                  f"{'' if host in ('', socket.gethostname()) else ' on ' + host}, lock file {lock}): wait "
                                  "for it to end, or choose another output folder") from None
         try: same = os.fstat(fd).st_ino == os.stat(lock).st_ino

@@ -9,7 +9,7 @@ from pathlib import Path
 from . import __version__
 
 # %% auto #0
-__all__ = ['CODE_PATHS', 'repo_root', 'git_dirty', 'versions']
+__all__ = ['CODE_PATHS', 'repo_root', 'git_dirty', 'versions', 'data_dirs', 'data_file', 'read_toml']
 
 # %% ../nbs/00_provenance.ipynb #701b5232
 def _package_dir() -> Path:
@@ -72,3 +72,23 @@ def versions(*packages: str) -> dict:
            "git_revision": _git_revision(), "git_dirty": git_dirty()}
     out.update({p: _installed_version(p) for p in packages})
     return out
+
+# %% ../nbs/00_provenance.ipynb #a70c1312
+def data_dirs(kind: str) -> list[Path]:
+    "Where `data/<kind>/` files are looked for: the checkout's `data/<kind>`, then the install's share/anids/data/<kind>."
+    import site, sys
+    root = repo_root()
+    return ([root / "data" / kind] if root is not None else []) + [
+        Path(sys.prefix) / "share" / "anids" / "data" / kind, Path(site.getuserbase()) / "share" / "anids" / "data" / kind]
+
+def data_file(kind: str, name: str) -> Path:
+    "The first `data/<kind>/<name>` of `data_dirs(kind)`; an error naming every place looked in when there is none."
+    path = next((d / name for d in data_dirs(kind) if (d / name).is_file()), None)
+    if path is None: raise FileNotFoundError(f"no {name} in {[str(d) for d in data_dirs(kind)]}")
+    return path
+
+def read_toml(kind: str, name: str) -> dict:
+    "`data_file(kind, name)` parsed as TOML."
+    try: import tomllib
+    except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
+    return tomllib.loads(data_file(kind, name).read_text())

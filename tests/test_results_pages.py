@@ -33,3 +33,14 @@ def test_pages_match_the_results_files(tmp_path):
         page = (ROOT / "docs" / "results" / f"{s.slug}.md").read_text()
         for rel in re.findall(r"!\[[^\]]*\]\(([^)\s]+)\)", page):
             assert (ROOT / "docs" / "results" / rel).resolve().is_file(), (s.slug, rel)
+
+
+def test_report_matches_the_results_files(tmp_path):
+    """results/report.md and .tex are what the results files make: a change to the report code that moves a number or a
+    word of the committed report fails here (regenerate with papermill nbs/report.ipynb out.ipynb --cwd nbs)."""
+    from anids.experiments.report import build_report, report_figures
+    report = build_report(ROOT / "results")
+    report_figures(report, tmp_path / "figures")   # the same layout: figure links ../figures/report_<key>.png
+    md, tex = report.write(tmp_path / "results" / "report.md")
+    for made, committed in ((md, ROOT / "results" / "report.md"), (tex, ROOT / "results" / "report.tex")):
+        assert _links(made.read_text()) == _links(committed.read_text()), f"{committed.relative_to(ROOT)} differs"

@@ -70,17 +70,13 @@ PAPER_TABLE_KEYS = ("key", "number", "caption", "quantity", "kind", "index_name"
 
 def paper_dirs() -> list[Path]:
     "Where the paper's tables are looked for: `<repo>/data/paper`, then the install's share/anids/data/paper."
-    import site, sys
-    from anids.provenance import repo_root
-    dirs = [repo_root() / "data" / "paper"] if repo_root() is not None else []
-    return dirs + [Path(sys.prefix) / "share" / "anids" / "data" / "paper",
-                   Path(site.getuserbase()) / "share" / "anids" / "data" / "paper"]
+    from anids.provenance import data_dirs
+    return data_dirs("paper")
 
 def paper_tables_file(name: str = "tables.toml") -> Path:
     "The first `name` found in `paper_dirs()`; an error saying where it was looked for if there is none."
-    path = next((d / name for d in paper_dirs() if (d / name).is_file()), None)
-    if path is None: raise FileNotFoundError(f"no {name} in {[str(d) for d in paper_dirs()]}")
-    return path
+    from anids.provenance import data_file
+    return data_file("paper", name)
 
 def _paper_table(raw: dict, where: str, selections: dict|None = None) -> PaperTable:
     """One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table).

@@ -12,7 +12,7 @@ from ..data.units import force_factor
 from ..train import RECIPES, make_config, fit, unused_run_dir
 from ..train.config import PRETRAIN_BUDGETS
 from ..data.pretrain_data import load_qm9, load_pcqm4mv2
-from ..provenance import versions, repo_root
+from ..provenance import versions, repo_root, read_toml
 from .paper import PAPER_TABLES
 from ..method.checkpoints import read_checkpoint
 
@@ -439,10 +439,8 @@ STUDY_ROW_KEYS = ("name", "table", "method", "pretrained", "weights", "aux", "pr
 
 def study_dirs() -> list[Path]:
     "Where the studies' row tables are looked for: `<repo>/data/studies`, then the install's share/anids/data/studies."
-    import site, sys
-    dirs = [repo_root() / "data" / "studies"] if repo_root() is not None else []
-    return dirs + [Path(sys.prefix) / "share" / "anids" / "data" / "studies",
-                   Path(site.getuserbase()) / "share" / "anids" / "data" / "studies"]
+    from anids.provenance import data_dirs
+    return data_dirs("studies")
 
 def load_study(name_or_path) -> dict[str, dict]:
     """The rows of a study, by name: a declarative table (`data/studies/<name>.toml`, one `[[row]]` each) that
@@ -654,9 +652,9 @@ def ablation_run_from_metrics(run_dir,               # a finished `anids-train` 
         rec |= {"resumed_from_epoch": m["resumed_from"]["epoch"] + 1, "resumed_from": m["resumed_from"]}
     return rec
 
-ABLATION_C_VARIANTS = {"sigma_p=0.5": dict(sigma_p=0.5), "sigma_p=0.05": dict(sigma_p=0.05),
-                       "lambda_kl=1.5": dict(lambda_kl=1.5), "lambda_kl=0.5": dict(lambda_kl=0.5)}
-"Table 3 (c): AniDS pre-trained with sigma_p or lambda_KL moved off the shipped checkpoints' 0.1 / 1.0 (that point is row 'anids' of (a))."
+ABLATION_C_VARIANTS = read_toml("recipes", "experiments.toml")["pretrain_variant"]
+"""Table 3 (c): AniDS pre-trained with sigma_p or lambda_KL moved off the shipped checkpoints' 0.1 / 1.0 (that point is
+row 'anids' of (a)); from data/recipes/experiments.toml."""
 
 def _ablation_c_worker(args):
     return {**_ablation_worker(args), "table": "c"}
@@ -850,14 +848,8 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
 
 
 # %% ../../nbs/experiments/01_protocols.ipynb #94f22108
-BENCHMARK_BUDGETS = {
-    "rmd17": {"paper": dict(recipe="rmd17-paper", pretrained="pcqm4mv2"),   # App. C rMD17 table; PCQM4Mv2 pre-training
-              "cpu": dict(recipe="rmd17-cpu", pretrained="qm9")},           # PaiNN demo, the shipped QM9 weights
-    # the paper gives no MD22 settings: its Equiformer row with the MD17 recipe (the authors' MD17 backbone)
-    "md22": {"paper": dict(recipe="md17-paper", pretrained="pcqm4mv2"),
-             "cpu": dict(recipe="md17-demo", pretrained="qm9")},
-}
-"Recipe and pre-trained weights of each table's budgets (`run_benchmark(kind, budget=...)`)."
+BENCHMARK_BUDGETS = read_toml("recipes", "experiments.toml")["benchmark"]
+"Recipe and pre-trained weights of each table's budgets (`run_benchmark(kind, budget=...)`), from data/recipes/experiments.toml."
 
 def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
     te = te[:max_test] if max_test is not None else te

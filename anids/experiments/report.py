@@ -9,9 +9,10 @@ import numpy as np
 import pandas as pd
 from ..data.units import force_factor
 from .paper import PaperTable, PAPER_TABLES
+from ..provenance import read_toml
 
 # %% auto #0
-__all__ = ['RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED', 'MD17_COLUMNS', 'ABLATION_MAP',
+__all__ = ['REPORT_DATA', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MEASURED', 'MD17_COLUMNS', 'ABLATION_MAP',
            'ABLATION_EXTRA', 'ABLATION_EXTRA_BASE', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'HEADLINE_OURS',
            'HEADLINE_MACE', 'HEADLINE_SWEEP', 'RECIPE_OF_TABLE', 'SELECTION_LEAD', 'LATEX_PREAMBLE', 'HPARAM_TABLES',
            'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'STUDY_KEYS', 'read_json', 'require', 'machine_of',
@@ -85,44 +86,13 @@ def machine_of(d: dict) -> str:
     return ", ".join(parts) if parts else "not recorded"
 
 # %% ../../nbs/experiments/04_report.ipynb #553ee9fc
-RUN_SCHEMAS = {
-    "geometry_optimisation": dict(table="geometry_optimisation", group=("method",),
-        required={"method": "none | dens | anids (the table's columns No Denoising, DeNS, AniDS)", "seed": "int",
-                  "rmsd_improvement_A": "list of floats, one per optimised structure: RMSD to the DFT-optimised "
-                                        "reference before minus after optimising with the model (A)"},
-        optional={"structure_indices": "list of ints (default 1, 2, ...)", "molecule": "default aspirin",
-                  "reference": "the DFT level of the reference geometries", "label": "the model's name in the run (e.g. 'anids s1')"}),
-    "md_stability": dict(table=None, group=("molecule", "temperature_K", "method"),
-        required={"method": "noise method or model label", "seed": "int"},
-        optional={"molecule": "system simulated", "temperature_K": "thermostat temperature (K)", "<metric>": "any further number is a column, e.g. stable_time_ps, "
-                  "max_time_ps, rdf_mae; `units` maps metric -> unit"}),
-    "rmd17": dict(table="rmd17", group=("method",),
-        required={"molecule": "aspirin | benzene | toluene | uracil (others are listed too)", "method": "noise method",
-                  "seed": "int", "force_mae_meV_A": "test force MAE (meV/A)"},
-        optional={"energy_mae_meV": "test energy MAE (meV)", "n_train": "training structures (the paper: 50)"}),
-    "md22": dict(table="md22", group=("method",),
-        required={"molecule": "AT-AT-CG-CG (any spelling; others are listed too)", "method": "noise method",
-                  "seed": "int", "force_mae_meV_A": "test force MAE (meV/A)"},
-        optional={"energy_mae_meV": "test energy MAE (meV)"}),
-    "oc22": dict(table="oc22", group=("method",),
-        required={"method": "noise method", "seed": "int", "energy_mae_meV_id": "meV", "energy_mae_meV_ood": "meV",
-                  "force_mae_meV_A_id": "meV/A", "force_mae_meV_A_ood": "meV/A"},
-        optional={"n_parameters": "count"}),
-    "mptrj_alexandria": dict(table="mptrj_alexandria", group=("method",),
-        required={"method": "noise method", "seed": "int", "energy_mae_eV": "eV (per atom or per structure: say which "
-                  "in units.energy)", "force_mae_eV_A": "eV/A"},
-        optional={"stress_mae_eV_A3": "eV/A^3", "n_parameters": "count"}),
-    "matched_noise": dict(table=None, group=("method",),
-        required={"method": "noise method", "seed": "int",
-                  "force_mae_meV_A": "test force MAE (meV/A)", "force_rmse_meV_A": "test force RMSE (meV/A)",
-                  "noise_variance_A2": "the noise's size: mean per-atom variance tr(Sigma_i)/3 (A^2)"},
-        optional={"model": "the row's name: its noise and pre-trained weights", "<metric>": "any further number is a column, e.g. a paired difference to another row of the same seed"}),
-    "mlearn": dict(table=None, group=("system", "method"),
-        required={"system": "element or data set of mlearn", "method": "noise method", "seed": "int",
-                  "force_mae_meV_A": "test force MAE (meV/A)"},
-        optional={"energy_mae_meV_atom": "test energy MAE (meV/atom)"}),
-}
-"Expected keys of the results files that other experiment notebooks write, by file-name prefix."
+REPORT_DATA = read_toml("report", "report.toml")
+"""What the report reads besides the results files (data/report/report.toml): its text, the README's headline rows,
+Table 3's row names and labels, and the schemas of the results files."""
+
+RUN_SCHEMAS = {kind: dict(table=s.get("table"), group=tuple(s["group"]), required=s["required"], optional=s.get("optional", {}))
+               for kind, s in REPORT_DATA["schema"].items()}
+"Expected keys of the results files that other experiment notebooks write, by file-name prefix (`[schema.<kind>]`)."
 
 _CONTEXT_KEYS = ("backbone", "preset", "recipe", "dataset")
 
@@ -305,58 +275,11 @@ def md17_section(results_dir) -> Section:
                    data={"paper": paper.numeric(), "ours": stats})
 
 # %% ../../nbs/experiments/04_report.ipynb #a2a5c653
-ABLATION_MAP = {
-    "a": {"EqV2-No pre-train": "none", "EqV2-DeNS": "dens", "EqV2-DenoiseVAE": "denoisevae", "EqV2-AniDS-add": "anids-add",
-          "EqV2-AniDS": "anids"},
-    "b": {"EqV2-No pre-train": "none", "EqV2-DeNS": "dens w/o aux", "EqV2-DenoiseVAE": "denoisevae w/o aux",
-          "EqV2-AniDS-add": "anids-add w/o aux", "EqV2-AniDS": "anids w/o aux"},
-    "c": {r"$\sigma_p=0.5$": "sigma_p=0.5", r"$\sigma_p=0.1$": "anids", r"$\sigma_p=0.05$": "sigma_p=0.05",
-          r"$\lambda_{\text{KL}}=1.5$": "lambda_kl=1.5", r"$\lambda_{\text{KL}}=1.0$": "anids", r"$\lambda_{\text{KL}}=0.5$": "lambda_kl=0.5"},
-}
+ABLATION_MAP = REPORT_DATA["ablation_rows"]
 "Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
-# DeNS and AniDS pre-trained twice and half as long as the shipped 4250 steps, otherwise as the CPU seed-0 rows; at 2125
-# steps with pre-training seeds 0, 1 and 2, at 8500 too, at 4250 a CPU seed 2 (the rows of anids.experiments._pretraining_length_rows)
-_LENGTH_WORDS = {8500: "for twice the steps (8500)", 2125: "for half the steps (2125)", 4250: "(4250 steps, the shipped length)"}
-_PRETRAINING_LENGTH_LABELS = {f"{m} of {steps}-step clipped CPU pre-training seed {seed}":
-                              f"{name}, seed {seed} pre-trained on the CPU {_LENGTH_WORDS[steps]}, clipped"
-                              for steps, seed in ((8500, 0), (8500, 1), (8500, 2), (2125, 0), (2125, 1), (2125, 2), (4250, 2))
-                              for m, name in (("dens", "DeNS"), ("anids", "AniDS"))}
-# DeNS noise on the AniDS denoisers of those pre-trainings (anids.experiments._length_swap_row)
-_PRETRAINING_LENGTH_LABELS |= {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}":
-                               f"DeNS noise, AniDS-pre-trained denoiser, seed {seed} pre-trained on the CPU {_LENGTH_WORDS[steps]}, clipped"
-                               for steps, seed in ((2125, 0), (2125, 1), (2125, 2), (4250, 0), (4250, 1), (4250, 2), (8500, 2))}
-ABLATION_EXTRA = {"scratch dens": "supervised from scratch, DeNS", "scratch anids (joint)": "supervised from scratch, AniDS (psi trained jointly)",
-                  # noise or weights: DeNS noise fine-tuning the denoiser that a learned method's pre-training made
-                  "dens on denoisevae weights": "DeNS noise, DenoiseVAE-pre-trained denoiser",
-                  "dens on anids-add weights": "DeNS noise, AniDS-add-pre-trained denoiser",
-                  "dens on anids weights": "DeNS noise, AniDS-pre-trained denoiser",
-                  "dens sigma_p=0.1 on anids weights": "DeNS noise at sigma_p 0.1, AniDS-pre-trained denoiser",
-                  "dens sigma_p=0.1 on denoisevae weights": "DeNS noise at sigma_p 0.1, DenoiseVAE-pre-trained denoiser",
-                  "dens sigma_p=0.1 on anids-add weights": "DeNS noise at sigma_p 0.1, AniDS-add-pre-trained denoiser",
-                  # the same on a second pre-training (seed 1) of DeNS and of DenoiseVAE: the methods' weights or one run's luck?
-                  "dens sigma_p=0.1 on dens weights of pre-training seed 1": "DeNS at sigma_p 0.1 on a second DeNS pre-training (seed 1)",
-                  "dens sigma_p=0.1 on denoisevae weights of pre-training seed 1": "DeNS noise at sigma_p 0.1, second DenoiseVAE pre-training (seed 1)",
-                  "dens sigma_p=0.1 on dens weights of clipped pre-training seed 1": "DeNS at sigma_p 0.1 on the second DeNS pre-training redone with gradient clipping",
-                  "dens sigma_p=0.1 on anids weights of clipped pre-training seed 1": "DeNS noise at sigma_p 0.1, second AniDS pre-training (seed 1, clipped)",
-                  "dens sigma_p=0.1 on anids-add weights of clipped pre-training seed 1": "DeNS noise at sigma_p 0.1, second AniDS-add pre-training (seed 1, clipped)",
-                  # Table 3 (a)'s rows on a second pre-training of each method (seed 1, clipped), each with its own noise
-                  "dens of clipped pre-training seed 1": "DeNS, second pre-training (seed 1, clipped)",
-                  "denoisevae of clipped pre-training seed 1": "DenoiseVAE, second pre-training (seed 1, clipped)",
-                  "anids-add of clipped pre-training seed 1": "AniDS-add, second pre-training (seed 1, clipped)",
-                  "anids of clipped pre-training seed 1": "AniDS, second pre-training (seed 1, clipped)",
-                  "dens of clipped CPU pre-training seed 0": "DeNS, seed 0 pre-trained again on the CPU, clipped",
-                  "anids of clipped CPU pre-training seed 0": "AniDS, seed 0 pre-trained again on the CPU, clipped",
-                  "denoisevae of clipped CPU pre-training seed 0": "DenoiseVAE, seed 0 pre-trained again on the CPU, clipped",
-                  "anids-add of clipped CPU pre-training seed 0": "AniDS-add, seed 0 pre-trained again on the CPU, clipped",
-                  "dens sigma_p=0.1 on anids-add weights of clipped CPU pre-training seed 0": "DeNS noise at sigma_p 0.1, AniDS-add seed 0 pre-trained again on the CPU, clipped",
-                  **_PRETRAINING_LENGTH_LABELS,
-                  # DeNS fine-tuned at the sigma_p its QM9 weights were pre-trained with (the recipe's is 0.05)
-                  "dens sigma_p=0.1": "DeNS at sigma_p 0.1, its pre-training sigma_p",
-                  # Table 3 (a) with the energy and force errors divided by the training energies' std, the authors' unit
-                  "none, energy-std losses": "no denoising, energy-std losses",
-                  "dens, energy-std losses": "DeNS, energy-std losses",
-                  "anids, energy-std losses": "AniDS, energy-std losses"}
-ABLATION_EXTRA_BASE = {"dens, energy-std losses": "none, energy-std losses", "anids, energy-std losses": "none, energy-std losses"}
+ABLATION_EXTRA = REPORT_DATA["ablation_extra"]
+"Our ablation rows that Table 3 does not have -> their label in the report."
+ABLATION_EXTRA_BASE = REPORT_DATA["ablation_extra_base"]
 "The row an added row's `Δ vs no pre-train` is relative to where it is not `none`: no denoising in the same loss unit."
 _MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
 
@@ -855,13 +778,13 @@ def benchmark_section(results_dir) -> Section|None:
                    prov, ["No table of the paper."], files)
 
 # %% ../../nbs/experiments/04_report.ipynb #b1e2a3d5
-HEADLINE_ROWS = (("`cpu-30min`, no denoising", "none"), ("`cpu-30min`, DeNS from its QM9 pre-training", "dens"),
-                 ("`cpu-30min`, AniDS from its QM9 pre-training", "anids"))
-HEADLINE_OURS = "release re-run"
+HEADLINE_ROWS = tuple(tuple(r) for r in REPORT_DATA["headline"]["rows"])
+"The README's rows of ours: (label, method) of compare_mace.json's re-run `HEADLINE_OURS`."
+HEADLINE_OURS = REPORT_DATA["headline"]["ours"]
 "The re-run of compare_mace.json (its `label`) that the README's rows of ours come from."
-HEADLINE_MACE = ("release re-run",)
+HEADLINE_MACE = tuple(REPORT_DATA["headline"]["mace"])
 "The re-runs whose MACE runs the README shows, a row each."
-HEADLINE_SWEEP = "ablation_ethanol_cpu30min.json"
+HEADLINE_SWEEP = REPORT_DATA["headline"]["sweep"]
 """Table 3 on ethanol with the same recipe, data and seeds: its rows `dens` and `dens sigma_p=<σ>` (DeNS on its shipped QM9
 weights) give the best DeNS σ_p measured, its `generator_statistics_train.mean_eigenvalue_A2` the noise size of each
 frozen generator (tr Σ_i / 3 over the training atoms)."""
@@ -1108,7 +1031,7 @@ def _rel_path(path, relative_to) -> str:
     import os
     return os.path.relpath(path, relative_to) if relative_to is not None else str(path)
 
-SELECTION_LEAD = "How the numbers were chosen:"
+SELECTION_LEAD = REPORT_DATA["text"]["selection_lead"]
 "What starts the line under each table of the paper that says how the paper chose its numbers and how we chose ours."
 
 def _section_markdown(s: Section, figure=None, relative_to=None) -> str:
@@ -1137,14 +1060,7 @@ def _section_latex(s: Section, figure=None, relative_to=None) -> str:
     out += [tex(n) + "\n" for n in s.notes if n]
     return "\n".join(out)
 
-LATEX_PREAMBLE = r"""\documentclass[10pt]{article}
-\usepackage[utf8]{inputenc}
-\usepackage[T1]{fontenc}
-\usepackage[margin=2cm]{geometry}
-\usepackage{booktabs}
-\usepackage{graphicx}
-\usepackage{amsmath}
-\begin{document}"""
+LATEX_PREAMBLE = REPORT_DATA["text"]["latex_preamble"].rstrip("\n")
 
 # %% ../../nbs/experiments/04_report.ipynb #8ac19006
 HPARAM_TABLES = ("md17_hparams", "rmd17_hparams", "oc22_hparams", "oc22_model", "mptrj_eqv2_hparams", "mptrj_eqv2_model",
@@ -1194,12 +1110,7 @@ class Report:
         tex_path.write_text(self.to_latex(out.parent))
         return out, tex_path
 
-REPORT_TITLE = "The paper's tables with our numbers beside them"
-REPORT_INTRO = ("Made by `nbs/report.ipynb` (`anids.experiments.report.build_report`) from the results files in `{results_dir}/`. "
-                "The paper: AniDS (NeurIPS 2025); its tables are numbered in the order of its LaTeX source and transcribed cell by cell "
-                "(`data/paper/tables.toml`, read into `anids.experiments.paper.PAPER_TABLES`). In each table the paper's rows are as printed; ours are the rows or columns marked "
-                "`ours`, mean ± std over seeds with the number of seeds n. A table whose results file does not exist says "
-                "`not run yet` on our side. Below each table: which data, preset or recipe, seeds and machine produced our numbers.")
+REPORT_TITLE, REPORT_INTRO = REPORT_DATA["text"]["title"], REPORT_DATA["text"]["intro"]
 REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"
 
 def _short_title(s: Section) -> str:

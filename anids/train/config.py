@@ -9,11 +9,11 @@ from ..method.model import DenoisingConfig, FORCE_MODES
 from ..method.losses import LossWeights
 from ..method.noise import NOISE_METHODS
 from ..nn.backbones import BACKBONES, backbone_class
+from ..provenance import read_toml
 
 # %% auto #0
-__all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'MD17_PER_MOLECULE', 'RMD17_PER_MOLECULE', 'PER_MOLECULE',
-           'PRETRAIN_BUDGETS', 'DEVIATION_KEYS', 'TrainConfig', 'make_config', 'paper_deviations',
-           'deviations_markdown']
+__all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'PER_MOLECULE', 'PRETRAIN_BUDGETS', 'DEVIATION_KEYS',
+           'TrainConfig', 'make_config', 'paper_deviations', 'deviations_markdown']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -153,98 +153,20 @@ class TrainConfig(DenoisingConfig, LossWeights):
         w = self.weights()
         return self.force_mode == "direct" and max(w.lambda_stress, w.lambda_stress_iso, w.lambda_stress_aniso) > 0
 
-RECIPES = {  # every recipe names its backbone and that backbone's preset
-    # MD17 fine-tuning table (App. C, aspirin column) + the authors' code, on their backbone: Equiformer (L=2). Their
-    # code divides energy and force errors by the training energies' std (task_std), which App. C's lambdas assume;
-    # psi is pre-trained and frozen, as in every MD17 row of the paper: without pre-trained weights a learned method
-    # stops with an error unless train_generator=True asks for joint training (not the paper's setting).
-    "md17-paper": dict(backbone="equiformer", preset="md17", epochs=1500, batch_size=8, lr=5e-4, weight_decay=1e-6, warmup_epochs=10,
-                       ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                       denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False, scale_statistic="energy_std",
-                       target_scale="a_batch_mean"),
-    # rMD17 fine-tuning table (App. C, aspirin column; 50 training structures): EquiformerV2 with L=3 (preset rmd17), as
-    # in the paper's pre-training. The table gives no EMA, sigma_p, lambda_Denoise schedule or loss unit: those are
-    # md17-paper's, and so are the frozen, pre-trained psi and the energy-std scale.
-    "rmd17-paper": dict(backbone="equiformer_v2", preset="rmd17", generator_preset="generator", epochs=2000, batch_size=2, lr=2e-4,
-                        weight_decay=1e-6, warmup_epochs=10, ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25,
-                        lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=False,
-                        scale_statistic="energy_std", target_scale="a_batch_mean"),
-    # the rMD17 protocol (50 structures, batch 2 as the table) on a CPU: PaiNN demo size (the shipped QM9 pre-trained
-    # weights), 120 epochs = 3000 steps, about 2 minutes on one busy core; lr and EMA as cpu-30min
-    "rmd17-cpu": dict(backbone="painn", preset="demo", epochs=120, batch_size=2, lr=1e-3, min_lr_ratio=0.01, weight_decay=1e-6,
-                      warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                      denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None, check_val_every_n_epoch=10),
-    # the same recipe, scaled to a 2-core CPU and ~10 minutes
-    "md17-demo": dict(backbone="painn", preset="demo", epochs=20, batch_size=8, lr=1e-3, weight_decay=1e-6, warmup_epochs=1,
-                      ema_decay=0.99, lambda_energy=1, lambda_force=80, p=0.25, r=0.25, lambda_denoise=5,
-                      denoise_decay=True, lambda_kl=1, sigma_p=0.05, train_generator=None),
-    # the best recipe we offer on a laptop CPU: about 1000 small molecules trained in at most 30 minutes on
-    # 2 cores (PaiNN demo size: 173k parameters, and the size of the shipped QM9 pre-trained weights).
-    # Small batches win here: a step costs about as much at batch 8 as at 32 (framework overhead dominates),
-    # so the budget goes into many steps, a cosine schedule from 1e-3 and a slow EMA. 600 epochs of 950
-    # structures = 71,400 steps: 24-28 minutes with one thread while a second training shares the 2 cores
-    # (about 20 ms per step without noise, 22 with AniDS, 23 with DeNS); the error still falls at the end of the schedule.
-    "cpu-30min": dict(backbone="painn", preset="demo", epochs=600, batch_size=8, lr=1e-3, min_lr_ratio=0.01,
-                      weight_decay=1e-6, warmup_epochs=5, ema_decay=0.999, lambda_energy=1, lambda_force=80,
-                      p=0.25, r=0.25, lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05,
-                      train_generator=None, check_val_every_n_epoch=10),
-    # Sec. 4.2 on OC22 (App. C OC22 tables): EquiformerV2 with direct forces, supervised training with partial
-    # corruption, psi trained jointly after a KL-only warm-up that ends when KL < 2.0; dropout 0.1 and stochastic
-    # depth 0.1 are in the `oc22` backbone preset. The paper continues from DeNS-pre-trained weights (--pretrained).
-    "oc22": dict(backbone="equiformer_v2", preset="oc22", generator_preset="oc22_generator", force_mode="direct",
-                 epochs=1, batch_size=2, lr=4e-5, warmup_epochs=0.002, weight_decay=1e-3, grad_clip=50.0, ema_decay=0.999,
-                 lambda_energy=4, lambda_force=100, p=0.5, r=0.5, lambda_denoise=25, lambda_kl=5, sigma_p=0.15,
-                 lambda_gamma=0.0, train_generator=True, kl_warmup_threshold=2.0, scale_statistic="energy_std",
-                 target_scale="a_batch_mean"),
-    # App. C MPtrj tables (GeoMFormer): trained from scratch with AniDS as an auxiliary task, psi jointly; Adam
-    # (AdamW without weight decay), linear schedule. The paper's table gives no stress weight; the conservative
-    # stress is available for evaluation (and --lambda-stress trains it).
-    "mptrj": dict(backbone="geomformer", preset="mptrj", generator_preset="mptrj_generator", force_mode="conservative",
-                  epochs=50, batch_size=40, lr=2e-4, warmup_epochs=1, weight_decay=0.0, lr_schedule="linear",
-                  min_lr_ratio=0.0, lambda_energy=1, lambda_force=1, p=0.25, r=0.25, lambda_denoise=0.8,
-                  lambda_kl=1e-3, sigma_p=0.05, lambda_gamma=0.0, train_generator=True, scale_statistic="energy_std",
-                  target_scale="a_batch_mean"),
-    # App. C MPtrj tables (EqV2): continued training of eqV2-S-DeNS (OMat24, weights via --pretrained) with direct forces
-    # and a direct stress head (anids.nn.equiformer_v2.StressHead; a stress weight on a direct run adds it), its isotropic and
-    # anisotropic parts weighted separately; psi trained jointly after the OC22 KL-only warm-up (KL < 2.0). The table gives
-    # no EMA, gradient clipping or lambda_Denoise schedule: those are the oc22 recipe's (EMA 0.999, clipping at 50,
-    # lambda_Denoise decaying linearly).
-    "mptrj-eqv2": dict(backbone="equiformer_v2", preset="mptrj", generator_preset="mptrj_generator", force_mode="direct",
-                       epochs=7, batch_size=3, lr=5e-5, warmup_epochs=0.1, weight_decay=1e-3, lr_schedule="cosine",
-                       grad_clip=50.0, ema_decay=0.999, lambda_energy=5, lambda_force=20, lambda_stress_iso=5,
-                       lambda_stress_aniso=5, p=0.5, r=1.0, lambda_denoise=10, lambda_kl=10, sigma_p=0.1, lambda_gamma=0.0,
-                       train_generator=True, kl_warmup_threshold=2.0, scale_statistic="energy_std", target_scale="a_batch_mean"),
-    # The mlearn elemental crystals (Si, Mo; about 200 periodic cells of 2-96 atoms) on a laptop CPU: PaiNN demo,
-    # conservative forces and stress, psi trained jointly from scratch (no pre-trained generator knows Si or Mo) with
-    # the OC22 KL warm-up. The stress term is divided by the force scale like the others (eV/A^3 over eV/A); 2000 was
-    # set as 80 x ~25 A^2 (the ratio of force RMS to stress RMS on these data) for lambda_F 80, and it stays with
-    # lambda_F 200: a tenth of it (200) raised the force error. lr 3e-3 and lambda_F 200 were chosen on Si (seed 0, no
-    # denoising); 3 seeds each against lr 1e-3 and lambda_F 80, in the same time: force MAE Si 104.0 -> 91.8, Mo
-    # 119.8 -> 111.8 meV/A; energy MAE Si 10.3 -> 8.1, Mo 4.3 -> 6.4 meV/atom. psi keeps lr 1e-3 (at 3e-3 the
-    # jointly trained generator diverged on Si).
-    "mlearn-cpu": dict(backbone="painn", preset="demo", epochs=40, batch_size=4, lr=3e-3, generator_lr=1e-3, min_lr_ratio=0.01,
-                       weight_decay=1e-6, warmup_epochs=2, ema_decay=0.99, lambda_energy=1, lambda_force=200, lambda_stress=2000,
-                       p=0.25, r=0.25,
-                       lambda_denoise=5, denoise_decay=True, lambda_kl=1, sigma_p=0.05, lambda_gamma=0.0,
-                       train_generator=None, kl_warmup_threshold=2.0, check_val_every_n_epoch=5),
-    # Algorithm 1 with the PCQM4Mv2 table (lr 4e-4, 4000 warm-up steps of 40000, sigma_p 0.1, lambda_KL 1, lambda_gamma 1)
-    # (4000 warm-up steps of 40000 = the first 10% of the run)
-    # (the backbone is the caller's: run_pretraining passes its own; PaiNN demo when none is given)
-    "pretrain": dict(backbone="painn", preset="demo", scheme="pretrain", lr=4e-4, weight_decay=0.0, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
-                     kappa=0.30, lambda_denoise=1.0, denoise_decay=False, train_generator=True, epochs=100,
-                     warmup_epochs=10),
-}
+def _recipes() -> tuple[dict, dict]:
+    "The recipes and their per-molecule columns, from data/recipes/train.toml (each recipe's why is a comment there)."
+    raw = read_toml("recipes", "train.toml")
+    known = {f.name for f in fields(TrainConfig)}
+    for name, r in raw["recipe"].items():
+        if set(r) - known: raise ValueError(f"data/recipes/train.toml: recipe {name!r} sets unknown {sorted(set(r) - known)}")
+        if not {"backbone", "preset"} <= set(r): raise ValueError(f"data/recipes/train.toml: recipe {name!r} names no backbone and preset")
+    for name, cols in raw.get("per_molecule", {}).items():
+        if name not in raw["recipe"]: raise ValueError(f"data/recipes/train.toml: per-molecule columns of an unknown recipe {name!r}")
+    return raw["recipe"], raw.get("per_molecule", {})
 
-MD17_PER_MOLECULE = {  # App. C fine-tuning table: the columns that differ from aspirin (toluene's sigma_p: the
-    # authors' MD17 scripts; the table gives no sigma_p)
-    "benzene": dict(lr=1e-4), "malonaldehyde": dict(lambda_force=100), "naphthalene": dict(lambda_energy=2, lambda_force=20),
-    "toluene": dict(p=0.125, sigma_p=0.025), "uracil": dict(lambda_force=20),
-}
-RMD17_PER_MOLECULE = {  # App. C rMD17 fine-tuning table: the columns that differ from aspirin
-    "benzene": dict(lr=1e-4), "toluene": dict(p=0.125), "uracil": dict(lambda_force=20),
-}
-PER_MOLECULE = {"md17-paper": MD17_PER_MOLECULE, "rmd17-paper": RMD17_PER_MOLECULE}
-"The recipes with per-molecule columns in the paper's tables, and those columns."
+RECIPES, PER_MOLECULE = _recipes()
+"""The named recipes (data/recipes/train.toml), and the recipes with per-molecule columns in the paper's tables
+(md17-paper, rmd17-paper) with those columns. Every recipe names its backbone and that backbone's preset."""
 
 def make_config(recipe: str|None = None, molecule: str|None = None, **overrides) -> TrainConfig:
     "A TrainConfig from a named recipe (RECIPES), the paper's per-molecule values (PER_MOLECULE: md17-paper, rmd17-paper) and overrides."
@@ -266,28 +188,10 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
                           f"{cfg['epochs']}); set warmup_epochs (--warmup-epochs) to keep another", stacklevel=2)
     return TrainConfig(**cfg)
 
-PRETRAIN_BUDGETS = {
-    # App. C, PCQM4Mv2 pre-training table (4 GPUs x 40 structures per step), for the rMD17 table: EquiformerV2 (L=3,
-    # preset rmd17), the backbone rmd17-paper fine-tunes; targets scaled as the code released with the paper
-    "paper": dict(dataset="pcqm4mv2", backbone="equiformer_v2", backbone_preset="rmd17", steps=40000, batch_size=160,
-                  lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
-                  config=dict(target_scale="a_batch_mean")),
-    # the same table for MD17 and MD22 (Tables 1, 7): the authors' MD17 rows pre-train and fine-tune Equiformer (V1, L=2,
-    # preset md17; their equiformer_AniDS_N@6_L@2 config), the backbone md17-paper fine-tunes (MD22 uses md17-paper too)
-    "paper-md17": dict(dataset="pcqm4mv2", backbone="equiformer", backbone_preset="md17", steps=40000, batch_size=160,
-                       lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0,
-                       config=dict(target_scale="a_batch_mean")),
-    # the same optimiser and noise settings, PaiNN (demo size) on QM9: the recipe of the shipped checkpoints
-    # (data/checkpoints/pretrain_qm9_painn_demo_*.pt: 4250 steps of 64 molecules, unclipped, with the envelope on b_ij)
-    "demo": dict(dataset="qm9", backbone="painn", backbone_preset="demo", steps=4250, batch_size=64,
-                 lr=4e-4, warmup_fraction=0.1, sigma_p=0.1, lambda_kl=1.0, lambda_gamma=1.0, grad_clip=0.0,
-                 config=dict(cutoff_envelope=True)),
-}
-"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`): the PCQM4Mv2 table for the
-EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the shipped checkpoints' recipe on QM9
-(`demo`). `config` holds further TrainConfig settings of the budget. (Gradient clipping at norm 10 guards a pre-training
-against the rare noise draw that pushes two bonded atoms together, RESULTS.md "A second pre-training"; the shipped
-checkpoints were made without it, so `demo` has none: pass grad_clip=10 for a safer run.)"""
+PRETRAIN_BUDGETS = read_toml("recipes", "pretrain.toml")["budget"]
+"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`), from data/recipes/pretrain.toml: the
+PCQM4Mv2 table for the EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the shipped
+checkpoints' recipe on QM9 (`demo`). `config` holds further TrainConfig settings of the budget."""
 
 
 # %% ../../nbs/train/01_config.ipynb #4b944c18
@@ -296,16 +200,12 @@ DEVIATION_KEYS = ("key", "what", "paper", "authors", "default", "setting", "pape
 
 def paper_deviations(path=None) -> list[dict]:
     "The rows of data/paper/deviations.toml (the checkout's, else the installed copy), each with every DEVIATION_KEYS field."
-    import sys
     from pathlib import Path
-    from anids.provenance import repo_root
+    from anids.provenance import data_file
     try: import tomllib
     except ModuleNotFoundError: import tomli as tomllib   # Python 3.10
-    if path is None:
-        places = ([repo_root() / "data" / "paper"] if repo_root() is not None else []) + [Path(sys.prefix) / "share" / "anids" / "data" / "paper"]
-        path = next((d / "deviations.toml" for d in places if (d / "deviations.toml").is_file()), None)
-        if path is None: raise FileNotFoundError(f"no deviations.toml in {[str(d) for d in places]}")
-    rows = tomllib.loads(Path(path).read_text())["deviation"]
+    path = data_file("paper", "deviations.toml") if path is None else Path(path)
+    rows = tomllib.loads(path.read_text())["deviation"]
     for k, row in enumerate(rows):
         if set(row) != set(DEVIATION_KEYS):
             raise ValueError(f"{path}: deviation {k} ({row.get('key')!r}) has fields {sorted(row)}; want {list(DEVIATION_KEYS)}")

@@ -12,11 +12,11 @@ import torch
 from ..data import datasets as D
 from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
-from ..train.cli import build_parser, load_sets
 from ..data.structures import validate_structures
 from ..method.noise import NOISE_METHODS
 from . import seed_table, run_jobs, write_results, check_budget, study_dirs
 from .paper import PAPER_TABLES
+from ..provenance import read_toml
 from .report import METHOD_NAMES, read_runs
 
 # %% auto #0
@@ -29,30 +29,17 @@ __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRY
            'load_crystal_study', 'crystal_study_setups', 'run_crystal_study', 'crystal_study_table']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
-CRYSTAL_TABLES = {
-    # Table 2: EquiformerV2 on OC22 S2EF-Total, validation sets in distribution (ID) and out of it (OOD)
-    "oc22": dict(kind="oc22", recipe="oc22", system="oc22", dataset="OC22 S2EF-Total (train; val ID, val OOD)",
-                 paper_files=dict(train="oc22_s2ef_total_train.extxyz",
-                                  tests={"id": "oc22_s2ef_total_val_id.extxyz", "ood": "oc22_s2ef_total_val_ood.extxyz"}),
-                 stress_key=None,
-                 paper_rows={"none": "EquiformerV2", "dens": "EquiformerV2 + DeNS", "anids": "EquiformerV2 + AniDS (ours)"},
-                 paper_columns={"energy": ("Energy E-MAE (meV)", "Avg"), "force": ("Force F-MAE (meV/Å)", "Avg")},
-                 how=("OC22 S2EF-Total from the Open Catalyst Project (fairchem's data download: the S2EF-Total train, "
-                      "val_id and val_ood LMDBs), converted to extended XYZ or an ASE database with total energies (eV) "
-                      "and forces (eV/A), e.g. with fairchem's dataset readers and ase.io.write")),
-    # Table 4: trained on MPtrj, tested on 15k random Alexandria structures
-    "mptrj_alexandria": dict(kind="mptrj_alexandria", recipe="mptrj", system="mptrj", dataset="MPtrj (train) -> Alexandria (15k test)",
-                 # the paper's EquiformerV2 rows have their own recipe (direct forces, a direct stress head, App. C)
-                 backbone_recipes={"equiformer_v2": "mptrj-eqv2"},
-                 paper_files=dict(train="mptrj_train.extxyz", tests={"alexandria": "alexandria_15k.extxyz"}),
-                 stress_key="stress",
-                 paper_rows={"dens": "EquiformerV2 + DeNS", "anids": "EquiformerV2 + AniDS (ours)", "mace": "MACE-MP-0"},
-                 paper_columns={"energy": "Energy (eV)", "force": "Force (eV/Å)", "stress": "Stress (eV/Å³)"},
-                 how=("MPtrj (Materials Project relaxation trajectories, PBE/PBE+U; e.g. the extended-XYZ conversion "
-                      "distributed with MACE-MP) and 15k random structures of the Alexandria PBE database, each as "
-                      "extended XYZ or an ASE database with energy (eV), forces (eV/A) and stress (eV/A^3, ASE's sign)")),
-}
-"The paper's two materials tables: results kind (anids.experiments.report.RUN_SCHEMAS), the paper's recipe, data files, rows and columns."
+def _crystal_tables() -> dict:
+    "The paper's materials tables from data/recipes/experiments.toml, a two-level column as a tuple (the paper table's key)."
+    tables = read_toml("recipes", "experiments.toml")["crystal_table"]
+    for spec in tables.values():
+        spec.setdefault("stress_key", None)
+        spec["paper_columns"] = {q: tuple(c) if isinstance(c, list) else c for q, c in spec["paper_columns"].items()}
+    return tables
+
+CRYSTAL_TABLES = _crystal_tables()
+"""The paper's two materials tables (data/recipes/experiments.toml): results kind (anids.experiments.report.RUN_SCHEMAS),
+the paper's recipe, data files, rows and columns."""
 
 CRYSTAL_BUDGETS = ("paper", "cpu", "demo")
 """The budgets of a crystal table (`crystal_setup`): `paper` the paper's recipe and data, `cpu` the `mlearn-cpu` recipe on an
@@ -274,18 +261,12 @@ def load_crystal_sets(train_file, test_files: dict, seed: int, val_fraction: flo
     (the mlearn stress order measured on the training file and used for every file; `val_fraction` of the training
     file as validation, drawn with the seed), plus the further test sets. Returns train, val, tests {name: list}, extra."""
     names = list(test_files)
-    argv = ["--train", str(train_file), "--test", str(test_files[names[0]]), "--seed", str(seed), "--val-fraction",
-            str(val_fraction), "--stress-order", stress_order, "--energy-key", energy_key, "--forces-key", forces_key]
-    if stress_key is not None: argv += ["--stress-key", stress_key]
-    args = build_parser().parse_args(argv)
-    try:
-        train, val, test, _, extra = load_sets(args)
-    except SystemExit as e:   # the command line's one-line errors, as the library's ValueError
-        raise ValueError(str(e).removeprefix("anids-train: ")) from None
-    tests = {names[0]: test}
+    keys = dict(energy_key=energy_key, forces_key=forces_key, stress_key=stress_key)
+    s = D.training_sets(train_file, test=test_files[names[0]], seed=seed, val_fraction=val_fraction, stress_order=stress_order, **keys)
+    train, val, extra = s["train"], s["val"], s["extra"]
+    tests = {names[0]: s["test"]}
     for name in names[1:]:
-        tests[name] = D.read_structures(test_files[name], energy_key=energy_key, forces_key=forces_key, stress_key=stress_key,
-                                        stress_order=args.stress_order)
+        tests[name] = D.read_structures(test_files[name], **keys, stress_order=extra.get("stress_order", stress_order))
     for name, s in [("training set", train), ("validation set", val), *((f"test set {k}", v) for k, v in tests.items())]:
         validate_structures(s, max_z=100, name=name)
     return {"train": train, "val": val, "tests": tests, "extra": {**extra, "test_files": {k: str(v) for k, v in test_files.items()}}}

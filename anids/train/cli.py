@@ -2,10 +2,9 @@
 
 # %% ../../nbs/train/05_cli.ipynb #0e7ba139
 from __future__ import annotations
-import argparse, os, shlex, sys, warnings
+import argparse, os, shlex, sys
 from dataclasses import fields
 from pathlib import Path
-import numpy as np
 from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit, force_mae_key
 from .loop import RunClaim, RunFolderError, WriteError, claim_out_dir
 from ..data import datasets as D
@@ -13,8 +12,7 @@ from ..data.structures import validate_structures
 from ..data.downloads import DatasetNotAvailableError
 
 # %% auto #0
-__all__ = ['COMMON_SETTINGS', 'DEFAULT_OUT_VAR', 'FEW_VALIDATION', 'build_parser', 'config_docs', 'load_sets', 'default_out',
-           'run', 'main']
+__all__ = ['COMMON_SETTINGS', 'DEFAULT_OUT_VAR', 'build_parser', 'config_docs', 'load_sets', 'default_out', 'run', 'main']
 
 # %% ../../nbs/train/05_cli.ipynb #941c9916
 def _bool(s: str) -> bool:
@@ -105,8 +103,6 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
 
 DEFAULT_OUT_VAR = "ANIDS_TRAIN_OUT"
 "Where rank 0 of a multi-process run without --out writes (the folder `default_out` claimed), for the other ranks."
-FEW_VALIDATION = 10
-"Fewer validation structures than this (a --val-fraction of a small --train) is warned about."
 
 def config_docs(cls=TrainConfig) -> dict[str, str]:
     """What each setting of `cls` means: the comment beside its declaration (read by fastcore's `docments`), from
@@ -121,54 +117,26 @@ def config_docs(cls=TrainConfig) -> dict[str, str]:
     if missing: raise ValueError(f"settings of {cls.__name__} without a comment beside them: {missing}")
     return {f.name: docs[f.name] for f in fields(cls)}
 
-def _read(path, args, default_unit):
-    path = Path(path)
-    if not path.exists(): raise SystemExit(f"anids-train: no such file: {path}")
-    if path.suffix == ".npz":
-        return D.load_npz_md17_format(path, energy_unit=args.energy_unit or "kcal/mol",
-                                      force_unit=f"{args.energy_unit or 'kcal/mol'}/A")
-    try:
-        return D.read_structures(path, energy_key=args.energy_key, forces_key=args.forces_key, stress_key=args.stress_key,
-                                 energy_unit=args.energy_unit or default_unit, length_unit=args.length_unit,
-                                 stress_order=args.stress_order)
-    except ValueError as e:
-        raise SystemExit(f"anids-train: {e}") from None
-
 def load_sets(args) -> tuple[list, list, list|None, str, dict]:
-    "Train / val / test structures from the command-line arguments, their unit, and a description."
+    "Train / val / test structures from the command-line arguments (`anids.data.datasets.training_sets`), their unit, and a description."
     if args.md17:
         frames = D.load_md17(args.md17, source=args.source)
         tr, va, te = D.split_indices(len(frames), seed=args.seed or 0)
         pick = lambda idx: [frames[i] for i in idx]
         return pick(tr), pick(va), pick(te), "kcal/mol", {"dataset": f"md17/{args.md17}", "source": args.source}
     if not args.train: raise SystemExit("anids-train: give --train FILE or --md17 MOLECULE")
-    unit = args.energy_unit or ("kcal/mol" if args.train.endswith(".npz") else "eV")
-    described = {}
-    if args.stress_order == "check" and D._is_mlearn(Path(args.train), None):
-        # one order for train, val and test: the one the training file's strained cells obey
-        try:
-            check = D.check_stress_order(args.train)
-        except ValueError as e:
-            raise SystemExit(f"anids-train: {args.train}: {e}") from None
+    try:
+        s = D.training_sets(args.train, args.val, args.test, seed=args.seed or 0, val_fraction=args.val_fraction,
+                            stress_order=args.stress_order, energy_key=args.energy_key, forces_key=args.forces_key,
+                            stress_key=args.stress_key, energy_unit=args.energy_unit, length_unit=args.length_unit)
+    except ValueError as e:
+        raise SystemExit(f"anids-train: {e}") from None
+    if "stress_order_check" in s["extra"]:
+        check = s["extra"]["stress_order_check"]
         args.stress_order = check["best"]
-        described = {"stress_order": check["best"], "stress_order_check": check}
         print(f"anids-train: stress components of {args.train} in the order {check['best']!r} "
               f"(median error of E_b - E_a = V sigma:eps over {check['n_pairs']} strained pairs: {check['errors'][check['best']]:.1%})")
-    train = _read(args.train, args, "eV")
-    if args.val:
-        val = _read(args.val, args, "eV")
-    else:
-        if not 0 < args.val_fraction < 1: raise SystemExit("anids-train: --val-fraction must lie in (0, 1)")
-        n_val = max(1, int(round(args.val_fraction * len(train))))
-        if n_val >= len(train): raise SystemExit(f"anids-train: {len(train)} structures are too few to split off a validation set")
-        if n_val < FEW_VALIDATION:   # the validation error, and best.ckpt, would rest on a handful of structures
-            warnings.warn(f"--val-fraction {args.val_fraction:g} of the {len(train)} structures of {args.train} gives {n_val} "
-                          f"validation structure{'s' if n_val > 1 else ''}: raise --val-fraction (to at least "
-                          f"{FEW_VALIDATION / len(train):.2g} for {FEW_VALIDATION}) or give --val FILE", stacklevel=2)
-        perm = np.random.default_rng(args.seed or 0).permutation(len(train))
-        val, train = [train[i] for i in perm[:n_val]], [train[i] for i in perm[n_val:]]
-    test = _read(args.test, args, "eV") if args.test else None
-    return train, val, test, unit, {"train_file": args.train, "val_file": args.val, "test_file": args.test, **described}
+    return s["train"], s["val"], s["test"], s["unit"], s["extra"]
 
 def default_out(recipe: str|None, method: str, seed: int, resume: str|None = None, root: Path = Path("runs")) -> RunClaim:
     """runs/RECIPE-METHOD-seedSEED, claimed for this run (`claim_out_dir`). A folder that holds a run, or that another

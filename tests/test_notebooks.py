@@ -8,7 +8,9 @@ ROOT = Path(__file__).resolve().parents[1]
 NBS = ROOT / "nbs"
 # the library notebooks: nbs/00_provenance, then each layer's folder (data, nn, method, train, analysis, experiments)
 LIBRARY = sorted(NBS.rglob("[0-9][0-9]*_*.ipynb"))
-ENV = dict(os.environ, OMP_NUM_THREADS="2", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+# the cores shared between pytest-xdist's workers (pytest -n N): more threads than cores would make every one wait
+THREADS = str(max(1, (os.cpu_count() or 2) // int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))))
+ENV = dict(os.environ, OMP_NUM_THREADS=THREADS, OMP_WAIT_POLICY="PASSIVE", PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
 
 
 def test_there_are_library_notebooks():

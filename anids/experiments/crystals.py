@@ -17,7 +17,7 @@ from ..method.noise import NOISE_METHODS
 from . import seed_table, run_jobs, write_results, check_budget, study_dirs
 from .paper import PAPER_TABLES
 from ..provenance import read_toml
-from .report import METHOD_NAMES, read_runs
+from .sections import METHOD_NAMES, read_runs
 
 # %% auto #0
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC',
@@ -38,7 +38,7 @@ def _crystal_tables() -> dict:
     return tables
 
 CRYSTAL_TABLES = _crystal_tables()
-"""The paper's two materials tables (data/recipes/experiments.toml): results kind (anids.experiments.report.RUN_SCHEMAS),
+"""The paper's two materials tables (data/recipes/experiments.toml): results kind (anids.experiments.sections.RUN_SCHEMAS),
 the paper's recipe, data files, rows and columns."""
 
 CRYSTAL_BUDGETS = ("paper", "cpu", "demo")
@@ -604,7 +604,7 @@ def _clean(x):
     return x
 
 def _run_record(r: dict, kind: str, tests: list) -> dict:
-    "One run in the report's schema for `kind` (anids.experiments.report.RUN_SCHEMAS)."
+    "One run in the report's schema for `kind` (anids.experiments.sections.RUN_SCHEMAS)."
     t = {n: (r["tests"].get(n) or {}) for n in tests}
     get = lambda name, key: t[name].get(key)
     rec = {"method": r["method"], "seed": r["seed"]}
@@ -641,7 +641,7 @@ def _pretrained_words(pretrained) -> str:
 
 def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mace: dict|None = None,
                     out_dir=None, layout: str = RUN_LAYOUT) -> dict:
-    """The results of a crystal table in the report's schema for `setup.kind` (`anids.experiments.report.RUN_SCHEMAS`): one record
+    """The results of a crystal table in the report's schema for `setup.kind` (`anids.experiments.sections.RUN_SCHEMAS`): one record
     per finished run, the summary (mean ± std and paired differences), what was run, and the runs still missing."""
     done = [r for r in records if r["status"] != "missing"]
     if not done: raise ValueError("no finished run to write (every run is missing)")

@@ -815,7 +815,7 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
     """A panel per fine-tuning length: each pre-training's gap (mean ± std over fine-tuning seeds, one colour per
     pre-training seed) at its pre-training length, and the mean ± std over the pre-trainings of each length, joined."""
     import matplotlib.pyplot as plt
-    from anids.experiments.report import METHOD_NAMES
+    from anids.experiments.sections import METHOD_NAMES
     if not gaps: raise ValueError("no pre-training length rows in these runs: nothing to plot")
     summary, epochs = length_gap_summary(gaps), sorted({g["epochs"] for g in gaps})
     fig, axes = plt.subplots(1, len(epochs), figsize=(4.3 * len(epochs), 3.8), squeeze=False)
@@ -896,7 +896,7 @@ def md22_sets(name: str = "AT-AT-CG-CG", n_train: int|None = None, n_val: int = 
 
 def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0, pretrained: str|None = "qm9",
                   out_dir: str|Path = "runs/benchmark", **settings) -> dict:
-    """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.experiments.report.RUN_SCHEMAS`
+    """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.experiments.sections.RUN_SCHEMAS`
     'rmd17' / 'md22': molecule, method, seed, force_mae_meV_A, energy_mae_meV, n_train) with the rest of the test
     metrics under "test". A run that diverges is a record with `force_mae_meV_A` None and the error under "diverged"."""
     info = sets["info"]
@@ -918,7 +918,7 @@ def write_benchmark(kind: str, runs: list[dict], path, description: str, code_ve
     """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,
     device, threads, settings, ...) and the package versions and git revision (`code_versions`: those the runs started
     with; default: now); read it back as `anids.experiments.report` does, so a file the report cannot read is an error here and now."""
-    from anids.experiments.report import read_runs
+    from anids.experiments.sections import read_runs
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"description": description, **context, "runs": runs, "versions": code_versions or versions()},
                                indent=1, default=str))
@@ -969,7 +969,7 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
 def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
     """Ours as text: per method the test force MAE and RMSE, mean ± std over seeds, and the paired (same seed) differences
     to no pre-training and to DeNS (`ablation_table` keyed by method)."""
-    from anids.experiments.report import METHOD_NAMES
+    from anids.experiments.sections import METHOD_NAMES
     mae = ablation_table(runs, key="method")
     rmse = {e["row"]: e for e in ablation_table([r for r in runs if r.get("test")], "force_rmse_meV_A", key="method")}
     vs = lambda e, ref: f"{e[ref]['mean_diff']:+.2f} ({100 * e[ref]['relative']:+.0f}%)" if ref in e else ""
@@ -984,7 +984,7 @@ def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
 def plot_method_table(runs: list[dict], reference: dict[str, float]|None = None, ax=None, title: str = ""):
     "Test force MAE per method: the mean (bar), ± std, one dot per seed; `reference` values (e.g. the paper's) as lines."
     import matplotlib.pyplot as plt
-    from anids.experiments.report import METHOD_NAMES
+    from anids.experiments.sections import METHOD_NAMES
     ax = ax or plt.subplots(figsize=(6, 3.4))[1]
     table = ablation_table(runs, key="method")
     for k, e in enumerate(table):

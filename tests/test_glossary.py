@@ -10,11 +10,11 @@ TERMS = {"method": ("noise", "noise_method"), "sigma_p": ("sigma",), "budget": (
 SCOPE = {"budget": "anids.experiments"}
 # a `preset` is a backbone's size (anids.nn.backbones.PRESETS), never an experiment's budget: the public functions of
 # anids.experiments with a parameter `preset`, each taking a backbone's size (a new one must be checked and added)
-BACKBONE_PRESET_PARAMETERS = {"anids.experiments.protocols.cost_table", "anids.experiments.protocols.ablation_c_checkpoint",
+BACKBONE_PRESET_PARAMETERS = {"anids.experiments.protocols.cost_table", "anids.experiments.ablation.ablation_c_checkpoint",
                               "anids.experiments.crystals.records_from_results", "anids.experiments.case_study.pretrain_generator",
                               "anids.experiments.case_study.make_case_study_checkpoints"}
 # parameters that carry a forbidden word with another meaning, and why
-ALLOWED = {("anids.experiments.protocols.denoising_loss_under", "noise"):
+ALLOWED = {("anids.experiments.pretraining.denoising_loss_under", "noise"):
            "a pre-training's noise (its generator's checkpoint) that a denoiser is scored under, not a method name"}
 
 

@@ -11,7 +11,7 @@ SCOPE = {"budget": "anids.experiments"}
 # a `preset` is a backbone's size (anids.nn.backbones.PRESETS), never an experiment's budget: the public functions of
 # anids.experiments with a parameter `preset`, each taking a backbone's size (a new one must be checked and added)
 BACKBONE_PRESET_PARAMETERS = {"anids.experiments.protocols.cost_table", "anids.experiments.ablation.ablation_c_checkpoint",
-                              "anids.experiments.crystals.records_from_results", "anids.experiments.case_study.pretrain_generator",
+                              "anids.experiments.crystal_results.records_from_results", "anids.experiments.case_study.pretrain_generator",
                               "anids.experiments.case_study.make_case_study_checkpoints"}
 # parameters that carry a forbidden word with another meaning, and why
 ALLOWED = {("anids.experiments.pretraining.denoising_loss_under", "noise"):

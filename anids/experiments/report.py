@@ -431,7 +431,7 @@ def _generic_section(results_dir, kind: str, title: str, note: str) -> Section:
 
 def mlearn_section(results_dir) -> Section:
     """Ours on the mlearn crystals, and MACE where a results file carries a `mace` entry (MACE trained on the same split
-    at the CPU time of our runs; `anids.experiments.crystals.read_mace` plus the budget): one row per file, named by it."""
+    at the CPU time of our runs; `anids.experiments.crystal_results.read_mace` plus the budget): one row per file, named by it."""
     sec = _generic_section(results_dir, "mlearn", "Ours only: mlearn", "The paper has no mlearn table.")
     for f in _files(results_dir, "mlearn_*.json"):
         d = read_json(f)

@@ -11,7 +11,7 @@ that its peak memory (`ru_maxrss`) is its own:
 * `stream_parse`: `anids.data.materials.stream_json_object`, every material parsed, nothing converted;
 * `json_load`: `json.load` of the whole file (what one cannot do with the real 12 GB file);
 * `ijson_kvitems`: `ijson.kvitems(f, "", use_float=True)`, if ijson is installed (not a dependency: it rejects NaN);
-* `iter_mptrj`: `anids.data.materials.iter_mptrj` over the first `--convert` frames (structure checks, `Data` building).
+* `iter_mptrj`: `anids.data.mptrj.iter_mptrj` over the first `--convert` frames (structure checks, `Data` building).
 
 Reports CPU seconds (each reader is single-threaded, so on a shared machine CPU time is the number to compare; wall
 time is recorded too), MB and frames per CPU second, and the peak resident memory of each process above that of a process that only
@@ -74,7 +74,7 @@ def run_one(kind: str, path: str, convert: int) -> dict:
             for _, frames in ijson.kvitems(fh, "", use_float=True):
                 n += len(frames)
     elif kind == "iter_mptrj":
-        from anids.data.materials import iter_mptrj
+        from anids.data.mptrj import iter_mptrj
         for _ in iter_mptrj(path, max_structures=convert):
             n += 1
     return {"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "frames": n,

@@ -166,7 +166,7 @@ def test_table2_oc22_chain(tmp_path):
     """Table 2: DeNS weights of the recipe's backbone (stand-in: Algorithm 1 with DeNS, 2 steps, EquiformerV2 with direct
     forces) -> the oc22 recipe (psi trained jointly after the KL warm-up) on OC22 S2EF-Total LMDBs read by
     read_oc22_lmdb, at the tiny preset for speed; the real recipe's backbone, presets and force mode checked statically."""
-    from anids.data.materials import read_oc22_lmdb
+    from anids.data.oc22 import read_oc22_lmdb
     from anids.experiments.crystals import CRYSTAL_TABLES, crystal_setup, run_setup
     from anids.train import make_config, pretrain_command
     oc22 = make_config("oc22")
@@ -201,7 +201,8 @@ def _pymatgen(a):
 def test_table4_mptrj_alexandria_chain(tmp_path):
     """Table 4: the mptrj recipe (GeoMFormer, full size; the paper trains it from scratch with psi jointly: no
     pre-training) trained on an MPtrj JSON (read_mptrj) and tested on an Alexandria JSON (iter_alexandria)."""
-    from anids.data.materials import KBAR, read_mptrj, iter_alexandria
+    from anids.data.materials import KBAR
+    from anids.data.mptrj import read_mptrj, iter_alexandria
     from anids.experiments.crystals import CRYSTAL_TABLES, crystal_setup, run_setup
     frame = lambda a: {"structure": _pymatgen(a), "uncorrected_total_energy": a.get_potential_energy(),
                        "corrected_total_energy": a.get_potential_energy(), "force": a.get_forces().tolist(),

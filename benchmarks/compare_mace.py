@@ -7,7 +7,7 @@
         --methods none dens anids --seeds 0 1 2 --jobs 2 --threads 2 --budget-min 15 --out results/compare_mace_Si.json
 
 Crystals with stress: an mlearn JSON (or an extxyz with a `stress` key, `--stress-key`) is read with anids's reader
-(the stress-component order is measured on the training file, `anids.data.datasets.check_stress_order`, and applied to the
+(the stress-component order is measured on the training file, `anids.data.mlearn.check_stress_order`, and applied to the
 test file) and written once as extxyz for MACE with `REF_energy`, `REF_forces` and `REF_stress` (eV/A^3, ASE's order and
 sign, which MACE uses too). MACE then trains with `--loss stress` (its energy, force and stress weights stay at
 MACE's defaults unless `--mace-stress-weight` is given) and the stress MAE and RMSE are reported in GPa beside ours.
@@ -57,7 +57,8 @@ def mace_inputs(a) -> dict:
     if not a.stress:
         return dict(train=str(Path(a.train).resolve()), test=str(Path(a.test).resolve()),
                     keys=["--energy_key", a.energy_key, "--forces_key", a.forces_key])
-    from anids.data.datasets import read_structures, check_stress_order
+    from anids.data.datasets import read_structures
+    from anids.data.mlearn import check_stress_order
     from ase import Atoms
     from ase.io import write
     kw = dict(energy_key=a.energy_key, forces_key=a.forces_key, stress_key=a.stress_key)

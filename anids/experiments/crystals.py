@@ -8,6 +8,7 @@ from pathlib import Path
 import ase.units
 import torch
 from ..data import datasets as D
+from ..data.mlearn import VASP_STRESS_ORDER, _stress_index
 from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
 from ..data.structures import validate_structures
@@ -50,13 +51,13 @@ QUANTITY_METRIC = {"energy": "energy_mae_meV_atom", "force": "force_mae_meV_A", 
 # %% ../../nbs/experiments/02_crystals.ipynb #6b557936
 _KBAR = 0.1 * ase.units.GPa   # eV/A^3 per kbar
 
-def write_mlearn(frames, path, stress_order: str = D.VASP_STRESS_ORDER, groups=None) -> Path:
+def write_mlearn(frames, path, stress_order: str = VASP_STRESS_ORDER, groups=None) -> Path:
     """Write labelled periodic `ase.Atoms` (a calculator with energy, forces and stress) as an mlearn JSON file:
     positions and cell in A, energy (eV), forces (eV/A) and `virial_stress` in kbar with VASP's sign (positive under
-    compression) in `stress_order`. What `anids.data.datasets.read_mlearn` reads back; `groups` names each entry's group."""
+    compression) in `stress_order`. What `anids.data.mlearn.read_mlearn` reads back; `groups` names each entry's group."""
     pick = {"x": 0, "y": 1, "z": 2}
     order = [(pick[n[0]], pick[n[1]]) for n in stress_order.split()]
-    D._stress_index(stress_order)   # six distinct components, or a clear error
+    _stress_index(stress_order)   # six distinct components, or a clear error
     entries = []
     for k, a in enumerate(frames):
         if not a.pbc.all(): raise ValueError(f"frame {k} is not periodic in all three directions (mlearn holds crystals)")

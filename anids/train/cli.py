@@ -6,7 +6,8 @@ import argparse, os, shlex, sys
 from dataclasses import fields
 from pathlib import Path
 from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit, force_mae_key
-from .loop import RunClaim, RunFolderError, WriteError, claim_out_dir
+from .run_folders import RunClaim, RunFolderError, claim_out_dir
+from ..method.checkpoints import WriteError
 from ..data import datasets as D
 from ..data.structures import validate_structures
 from ..data.downloads import DatasetNotAvailableError

@@ -3,7 +3,7 @@
 # %% ../../nbs/train/04_fit.ipynb #8d1ae4b9
 "A whole run (`fit`): data statistics, model, pre-trained weights, Lightning's loop, the scores and the files it writes."
 from __future__ import annotations
-import json, math, os, random, signal, socket, sys, time
+import math, random, signal, sys, time
 from dataclasses import asdict, replace
 from pathlib import Path
 import ase.data, warnings
@@ -24,13 +24,13 @@ from .module import AniDSModule, TrainableEMA, evaluate, in_units
 from .fast import (FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_graph, check_lists, lists_cutoff,
                               list_builder)
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
+from .run_folders import DIVERGED_FILE, RunInterrupted, _write_json, claim_out_dir
 
 # %% auto #0
-__all__ = ['RUN_LOCK', 'DIVERGED_FILE', 'RUN_FILES', 'RESUME_LOG_BACKUP', 'RESUME_SETTINGS', 'force_rms', 'output_scale',
-           'elements_missing_from_training', 'make_out_dir', 'RunFolderError', 'RunInterrupted', 'run_files',
-           'RunClaim', 'unused_run_dir', 'claim_out_dir', 'size_buckets', 'training_indices', 'prepare_training',
-           'TrainingClock', 'RunProgress', 'RandomStreams', 'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks',
-           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
+__all__ = ['RESUME_LOG_BACKUP', 'RESUME_SETTINGS', 'force_rms', 'output_scale', 'elements_missing_from_training', 'size_buckets',
+           'training_indices', 'prepare_training', 'TrainingClock', 'RunProgress', 'RandomStreams',
+           'AtomicCheckpointIO', 'loss_spikes', 'run_callbacks', 'make_trainer', 'train_loop', 'score',
+           'check_resume_settings', 'fit']
 
 # %% ../../nbs/train/04_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -95,134 +95,11 @@ def elements_missing_from_training(train_set, evaluated: dict, allow: bool = Fal
         warnings.warn(msg + " (allowed by allow_unseen_elements)", stacklevel=3)
     return found
 
-def make_out_dir(out_dir) -> Path:
-    "The run's folder `out_dir`, made if needed; a clear error where it is a file or lies under one."
-    out_dir = Path(out_dir)
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise ValueError(f"{out_dir} is a file (or lies under one): the output must be a folder, for the checkpoints, "
-                         "logs, metrics.json and model.pt") from None
-    return out_dir
-
 def _set_names(extra: dict|None) -> tuple[str, str]:
     "What the validation and test sets are called in messages: with their files where `anids-train` recorded them."
     e = extra or {}
     val = e.get("val_file") or (f"split off {e['train_file']}" if e.get("train_file") else None)
     return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
-
-# %% ../../nbs/train/04_fit.ipynb #a74811c4
-RUN_LOCK = ".anids-run.lock"
-"""The lock file of the run writing to a folder (its process id and host), held with an advisory lock (flock) while the
-run lasts: a killed run's lock goes with its process, and its file is taken over by the next run."""
-DIVERGED_FILE = "diverged.json"
-"Written into a run's folder (instead of metrics.json) when its training diverges."
-RUN_FILES = ("metrics.json", "model.pt", DIVERGED_FILE)
-"The files beside `checkpoints/` that say a folder holds a run (finished, or diverged)."
-
-class RunFolderError(ValueError):
-    "The run's folder is in use by another run, or holds one, or holds a dead run's lock: one line saying which."
-
-class RunInterrupted(KeyboardInterrupt):
-    "A run stopped by Ctrl-C (SIGINT) during its training; the message says where its last checkpoint is."
-
-def _write_json(path, data) -> Path:
-    text = json.dumps(data, indent=2, default=str)
-    return atomic_write(path, lambda tmp: Path(tmp).write_text(text))
-
-def _pid_alive(pid: int) -> bool:
-    try: os.kill(pid, 0)
-    except ProcessLookupError: return False
-    except PermissionError: return True   # another user's process
-    return True
-
-def _lock_owner(lock: Path) -> tuple[int|None, str]:
-    "(process id, host) written in a lock file; (None, '') for one that cannot be read."
-    try: pid, host = (lock.read_text().split() + [""])[:2]; return int(pid), host
-    except (OSError, ValueError): return None, ""
-
-def run_files(out_dir) -> list[str]:
-    "The files of a run that `out_dir` holds: metrics.json, model.pt, diverged.json, checkpoints/*.ckpt."
-    out_dir = Path(out_dir)
-    return ([n for n in RUN_FILES if (out_dir / n).is_file()]
-            + sorted(f"checkpoints/{p.name}" for p in (out_dir / "checkpoints").glob("*.ckpt")))
-
-class RunClaim:
-    "A run's claim on its folder (`claim_out_dir`): `release` (or leaving the `with` block) removes the lock it holds."
-    def __init__(self, out_dir: Path, owned: bool, made: bool = False, fd: int|None = None):
-        self.out_dir, self.owned, self.made, self.fd = out_dir, owned, made, fd
-    def release(self):
-        if not self.owned: return
-        (self.out_dir / RUN_LOCK).unlink(missing_ok=True); self.owned = False
-        if self.fd is not None: os.close(self.fd); self.fd = None   # closing the file ends the flock
-        if self.made and self.out_dir.is_dir() and not any(self.out_dir.iterdir()): self.out_dir.rmdir()   # nothing was written
-    def __enter__(self): return self
-    def __exit__(self, *exc): self.release()
-
-def unused_run_dir(base) -> Path:
-    """`base`, or the first of base-2, base-3, ... that holds no run (`run_files`): where an experiment that is run
-    again trains without touching the runs it made before (`fit` then claims the folder)."""
-    base = Path(base)
-    for k in range(1, 10_000):
-        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
-        if not run_files(out) and not (out / RUN_LOCK).exists(): return out
-    raise ValueError(f"no unused folder {base}-N: clear old runs out of {base.parent}")
-
-def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
-    """Claim `out_dir` for one run: the lock file `RUN_LOCK` is locked exclusively (flock, atomic, released by the kernel
-    when the process ends however it ends), so of two runs started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
-    the run resumes (`resume`) or `overwrite` replaces it (its metrics.json, model.pt, diverged.json and checkpoints go;
-    the logs stay, a new version). A lock of this process is no second claim (anids-train claims before it reads the
-    data, then `fit`); the file of a process that no longer runs (a killed run) is taken over, with a warning. Ranks other than 0
-    of a multi-process run claim nothing: rank 0 holds the folder."""
-    from lightning.fabric.utilities.rank_zero import _get_rank
-    if resume is not None and overwrite: raise ValueError("resume and overwrite contradict each other: a run either goes on or starts again")
-    out_dir = Path(out_dir)
-    made = not out_dir.exists()
-    make_out_dir(out_dir)
-    if (_get_rank() or 0) != 0: return RunClaim(out_dir, owned=False)
-    import fcntl
-    lock = out_dir / RUN_LOCK
-    pid, host = _lock_owner(lock)
-    if pid == os.getpid() and host == socket.gethostname(): return RunClaim(out_dir, owned=False)
-    for _ in range(3):   # the file may be replaced between our open and our flock (a run ending): then try again
-        fd = os.open(lock, os.O_CREAT | os.O_RDWR, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            pid, host = _lock_owner(lock)
-            for _ in range(40):   # the holder writes its id just after it locks: wait up to 2 s for it to be there
-                if pid is not None: break
-                time.sleep(0.05); pid, host = _lock_owner(lock)
-            raise RunFolderError(f"{out_dir} is in use by another run (process {pid if pid is not None else 'unknown'}"
-                                 f"{'' if host in ('', socket.gethostname()) else ' on ' + host}, lock file {lock}): wait "
-                                 "for it to end, or choose another output folder") from None
-        try: same = os.fstat(fd).st_ino == os.stat(lock).st_ino
-        except FileNotFoundError: same = False
-        if same: break
-        os.close(fd)
-    else:
-        raise RunFolderError(f"{out_dir}: its lock file {lock} kept changing; is another run starting there?")
-    if pid is not None:   # the file held no lock: the run that wrote it was killed
-        warnings.warn(f"{out_dir}: took over the lock file of process {pid}{'' if host in ('', socket.gethostname()) else ' on ' + host}, "
-                      "which no longer holds it (a run that was killed)", stacklevel=2)
-    os.ftruncate(fd, 0); os.write(fd, f"{os.getpid()} {socket.gethostname()}\n".encode())
-    claim = RunClaim(out_dir, owned=True, made=made, fd=fd)
-    try:
-        found = run_files(out_dir)
-        if found and resume is None:
-            if not overwrite:
-                raise RunFolderError(f"{out_dir} holds a run ({', '.join(found)}): resume it (resume='last', --resume last), "
-                                     "replace it (overwrite=True, --overwrite) or choose another output folder")
-            for name in found: (out_dir / name).unlink()
-        # temporary files of writes that a kill cut short (their process is gone)
-        for tmp in [*out_dir.glob(".*.tmp"), *(out_dir / "checkpoints").glob(".*.tmp")]:
-            pid = tmp.name.rsplit(".", 2)[-2]
-            if pid.isdigit() and not _pid_alive(int(pid)): tmp.unlink(missing_ok=True)
-    except BaseException:
-        claim.release(); raise
-    return claim
 
 # %% ../../nbs/train/04_fit.ipynb #a4598d98
 def size_buckets(train_set, config: TrainConfig) -> SizeBuckets|None:

@@ -10,6 +10,12 @@ C++ backend), because a compiled graph cannot be differentiated twice (aot_autog
 ms per step (median of `--steps` after warm-up), operator calls per step of the eager step, and the largest differences
 of the loss and the gradients between the two. No noise, no Lightning, no optimiser: the part of a step that is the
 backbone's.
+
+`--no-graph-breaks` measures what the compiled step could be: dynamo breaks the graph wherever the code reads a tensor
+value on the host, here the backbone's input checks (`Backbone.check_inputs`) and PaiNN's first-message shortcut over
+the atoms that carry a vector feature; this option turns both off, in this process only, for both steps. (Running the
+steps inside `anids.nn.fixed_shapes.sync_free()`, which defers the checks, fails under `torch.func.grad`: the deferred
+checks keep tensors of the transform, "Cannot access storage of TensorWrapper".)
 """
 from __future__ import annotations
 import argparse, json, statistics, sys, time
@@ -21,6 +27,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--steps", type=int, default=200)
+    p.add_argument("--no-graph-breaks", action="store_true",
+                   help="turn off the input checks and PaiNN's vector-source shortcut in this process (see above)")
     p.add_argument("--out", default=None, help="results JSON (default: print only)")
     a = p.parse_args(argv)
     torch.set_num_threads(a.threads)
@@ -30,6 +38,10 @@ def main(argv=None) -> int:
     from anids.nn.backbones import build
     from anids.nn.graphs import Graph
     from anids.provenance import versions
+    if a.no_graph_breaks:
+        import anids.nn.backbones as backbones, anids.nn.painn as painn
+        backbones.Backbone.check_inputs = lambda self, *args, **kw: None
+        painn.is_sync_free = lambda: True   # the shortcut's rows depend on values; run the v_j term on every edge
     torch.manual_seed(0)
     mols = []
     for k in range(8):
@@ -95,7 +107,7 @@ def main(argv=None) -> int:
     print(f"speed-up {res['speedup']:.2f}x; eager operator calls per step {c.n}; compiled vs eager: loss "
           f"{res['compiled']['max_loss_diff']:.2e}, gradients (max relative) {res['compiled']['max_grad_rel_diff']:.2e}")
     if a.out:
-        out = {"description": __doc__.strip().splitlines()[0], "threads": a.threads, "steps": a.steps, "results": res,
+        out = {"description": __doc__.strip().splitlines()[0], "threads": a.threads, "steps": a.steps, "no_graph_breaks": a.no_graph_breaks, "results": res,
                "versions": versions("torch")}
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)
         Path(a.out).write_text(json.dumps(out, indent=1) + "\n")

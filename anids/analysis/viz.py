@@ -128,8 +128,11 @@ def cell_edges(cell) -> list[tuple[list[float], list[float]]]:
 
 # %% ../../nbs/analysis/02_viz.ipynb #a953eda6
 _ARROW_COLORS = ("#d62728", "#2ca02c", "#1f77b4")   # smallest, middle, largest eigenvalue
+
 _FIT_PAD = 0.25       # A beyond the outermost point drawn: atom spheres (0.16 A), arrow heads, cell cylinders
+
 _FIT_ASPECT = 1.25    # width / height that the framing assumes at least (the page's viewer is wider than that)
+
 _HALF_FOV = math.radians(10.0)   # 3Dmol.js's perspective camera: a vertical field of view of 20 degrees
 
 def _xyz_block(symbols, positions) -> str:
@@ -159,6 +162,7 @@ def default_3dmol_js(version: str|None = None) -> Path:
     from anids.provenance import repo_root
     return (repo_root() or Path.cwd()) / "build" / "3dmol" / f"3Dmol-{version or py3dmol_js_version()}-min.js"
 
+# %% ../../nbs/analysis/02_viz.ipynb #508bca05
 def fetch_3dmol_js(dest=None,              # where to write 3Dmol-min.js (None: default_3dmol_js())
                    version: str|None = None,  # 3Dmol.js version (None: the one the installed py3Dmol is written for)
                   ) -> Path:
@@ -209,6 +213,7 @@ def resolve_3dmol_js(js_file="auto") -> Path|None:
     _check_3dmol_js(js_file)
     return js_file
 
+# %% ../../nbs/analysis/02_viz.ipynb #90902d98
 class CovarianceView:
     """A py3Dmol view (`.view`) made by `covariance_view`, as HTML that needs nothing from the network when 3Dmol.js is
     embedded (`js_file`), with a caption above the canvas and a visible message where 3Dmol.js does not load.
@@ -270,6 +275,7 @@ class CovarianceView:
         if f is None: return page
         Path(f).write_text(page, encoding="utf-8")
 
+# %% ../../nbs/analysis/02_viz.ipynb #df86320e
 def _page(view: CovarianceView) -> str:
     import html as _html
     # the viewer fills the window's width and is never taller than wide: the structure is framed for the view's
@@ -293,6 +299,7 @@ def _frame(points: np.ndarray, aspect: float) -> dict:
     return dict(center=center.tolist(), radius=radius, depth=depth, marks=marks.tolist(),
                 zoom=max(5.0, radius, depth) / radius)
 
+# %% ../../nbs/analysis/02_viz.ipynb #93611cb4
 def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None, scale="auto", selection=None,
                     arrows: str|bool = False,     # False | "all" | "smallest" (True = "all")
                     show_cell: bool = True,       # draw the unit cell of periodic structures
@@ -375,6 +382,7 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
     view.zoom(frame["zoom"] * float(zoom))
     return CovarianceView(view, js_path, js_url, caption, width, height, frame)
 
+# %% ../../nbs/analysis/02_viz.ipynb #72d2f7c7
 def write_html(view: CovarianceView, path) -> Path:
     "Write a standalone HTML page of a view made by `covariance_view` (creating parent folders); returns the path."
     if not isinstance(view, CovarianceView):
@@ -401,6 +409,7 @@ def _ellipse_2d(block: np.ndarray, n: int = 80) -> np.ndarray:
     t = np.linspace(0, 2 * np.pi, n)
     return (U @ (np.sqrt(np.clip(w, 0, None))[:, None] * np.stack([np.cos(t), np.sin(t)]))).T
 
+# %% ../../nbs/analysis/02_viz.ipynb #8bcede1b
 def plot_covariances(atoms: Atoms, spec: list[dict], panels=("3d", "xy", "xz", "yz"), title: str|None = None,
                      figsize_per_panel: float = 3.4, cmap: str = "viridis",
                      arrows: str|bool = False):   # False | "smallest" | "all": eigenvector axes as line segments

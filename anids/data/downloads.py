@@ -22,13 +22,12 @@ class DatasetNotAvailableError(RuntimeError):
 
     The message names the file, its URL and the exact path where to place a copy by hand."""
 
-
 class ChecksumMismatchError(DatasetNotAvailableError):
     """A data file exists but its checksum differs from the registry or from the recorded `<file>.sha256`."""
 
-
 _MD17_FILES = dict(aspirin="aspirin", benzene="benzene2017", ethanol="ethanol", malonaldehyde="malonaldehyde",
                    naphthalene="naphthalene", salicylic="salicylic", toluene="toluene", uracil="uracil")
+
 MD17_MOLECULES = tuple(_MD17_FILES)
 "The eight MD17 molecules (benzene is the 2017 version, file `md17_benzene2017.npz`)."
 
@@ -37,13 +36,16 @@ RMD17_MOLECULES = ("aspirin", "azobenzene", "benzene", "ethanol", "malonaldehyde
 "The ten rMD17 molecules, as in the archive's file names `rmd17/npz_data/rmd17_<name>.npz`."
 
 _BOTNET_COMMIT = "29e6d467317e4b5967b7ea5cbee54de953fa0d45"   # davkovacs/BOTNet-datasets
+
 _MLEARN_COMMIT = "10c427a5480c6281c15c64efaf869b03be04818f"   # materialsvirtuallab/mlearn
+
 MLEARN_ELEMENTS = ("Si", "Mo")
 "The mlearn elements with registry entries (`mlearn_<element>_training`, `mlearn_<element>_test`)."
 
 MD22_NAMES = ("Ac-Ala3-NHMe", "DHA", "stachyose", "AT-AT", "AT-AT-CG-CG", "buckyball-catcher", "double-walled_nanotube")
 "The seven MD22 systems (files `md22_<name>.npz`)."
 
+# %% ../../nbs/data/03_downloads.ipynb #b21ae8bb
 DOWNLOADS = {
     **{f"md17_{m}": dict(url=f"http://quantum-machine.org/gdml/data/npz/md17_{f}.npz", filename=f"md17_{f}.npz",
                          subdir="md17", sha256=None, md5=None) for m, f in _MD17_FILES.items()},
@@ -100,7 +102,7 @@ source). MD17, rMD17, MD22, PCQM4Mv2 and Alexandria have no published checksums,
 see `fetch_file`); OC22's md5 sums are fairchem's, MPtrj's is figshare's; the ethanol PBE and mlearn files are pinned
 to a commit of their repositories and carry the sha256 of those files."""
 
-
+# %% ../../nbs/data/03_downloads.ipynb #b850b642
 def cache_dir(data_dir=None) -> Path:
     """Directory for downloaded data: `data_dir`, else `$ANIDS_DATA_DIR`, else `<repo>/data` in a source
     checkout, else `~/.cache/anids`."""
@@ -113,7 +115,6 @@ def cache_dir(data_dir=None) -> Path:
         return root / "data"
     return Path.home() / ".cache" / "anids"
 
-
 def file_hash(path, algorithm: str = "sha256") -> str:
     """Hex digest of a file (`"sha256"` or `"md5"`), read in 1 MiB blocks."""
     h = hashlib.new(algorithm)
@@ -122,17 +123,14 @@ def file_hash(path, algorithm: str = "sha256") -> str:
             h.update(block)
     return h.hexdigest()
 
-
 def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".sha256")
-
 
 def record_checksum(path: Path, digest: str | None = None) -> str:
     "Write the sha256 of `path` (or `digest`) to `<path>.sha256`, the record later loads are verified against."
     digest = digest or file_hash(path)
     _sidecar(path).write_text(f"{digest}  {path.name}\n")
     return digest
-
 
 def verify_file(path, sha256: str | None = None, md5: str | None = None, *, url: str | None = None,
                 trust_on_first_use: bool = True) -> Path:
@@ -167,7 +165,7 @@ def verify_file(path, sha256: str | None = None, md5: str | None = None, *, url:
             )
     return path
 
-
+# %% ../../nbs/data/03_downloads.ipynb #f27e1f9c
 def _manual_message(filename: str, url: str, dest: Path, reason: str) -> str:
     return (
         f"dataset file {filename!r} is not available: {reason}\n"
@@ -176,7 +174,6 @@ def _manual_message(filename: str, url: str, dest: Path, reason: str) -> str:
         f"  (download it on a machine with internet access, e.g. `curl -L -o {dest.name} '{url}'`, and copy it there;\n"
         f"  or pass data_dir=... / set ANIDS_DATA_DIR to use another cache directory that holds {dest.parent.name}/{dest.name})"
     )
-
 
 def download(url: str, dest, sha256: str | None = None, md5: str | None = None, timeout: float = 60.0) -> Path:
     """Download `url` to `dest` (via `<dest>.part`, renamed when complete) and verify it.
@@ -216,9 +213,7 @@ def download(url: str, dest, sha256: str | None = None, md5: str | None = None, 
     record_checksum(dest)
     return dest
 
-
 _download_file = download  # `fetch_file` has an argument named `download`
-
 
 def fetch_file(key: str, data_dir=None, download: bool = True, timeout: float = 60.0) -> Path:
     """Path of the registry file `DOWNLOADS[key]` in the cache, downloading it if needed.
@@ -238,7 +233,6 @@ def fetch_file(key: str, data_dir=None, download: bool = True, timeout: float = 
         raise DatasetNotAvailableError(_manual_message(entry["filename"], entry["url"], dest,
                                                        "it is not in the cache and download=False"))
     return _download_file(entry["url"], dest, entry["sha256"], entry["md5"], timeout=timeout)
-
 
 def fetch_mlearn(element: str, data_dir=None, download: bool = True, timeout: float = 60.0) -> Path:
     """The cache folder `<cache>/mlearn` that holds `<element>/training.json` and `<element>/test.json` of the mlearn

@@ -39,6 +39,7 @@ PAPER_TABLE3 = _paper_ablation()
 ABLATION_ROWS = load_study("ablation_ethanol")
 "The rows of the Table 3 study on ethanol, from data/studies/ablation_ethanol.toml (the question of each in its `why`)."
 
+# %% ../../nbs/experiments/08_ablation.ipynb #1a6e47dd
 def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
     """The naming rule of the length study's rows (the rows themselves are in the study's file; the tests check both
     agree). Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps with seed `seed`, otherwise as the
@@ -65,6 +66,7 @@ def _length_swap_row(steps: int, seed: int) -> dict:
         table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
         pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
 
+# %% ../../nbs/experiments/08_ablation.ipynb #69fd6dde
 def _pretrain_seed_problem(path, spec) -> str|None:
     """Why the weights at `path` are not those of row `spec`'s pre-training, or None: its seed (`pretrain_seed`, 0 unless
     it says) and, where the row says, its gradient clipping (`pretrain_grad_clip`, 0 = none), the machine it ran on
@@ -130,6 +132,7 @@ def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, r
             "train_generator": m["config"]["train_generator"], "sigma_p": m["config"]["sigma_p"], "test": m["test"], "train_time_s": m["train_time_s"],
             "n_train": len(train), "n_test": len(test), **_spikes(m)}
 
+# %% ../../nbs/experiments/08_ablation.ipynb #5fdd1e12
 def _spikes(m: dict) -> dict:
     "A run's count of rare, huge training losses (anids.train.loss_spikes), for its Table 3 record; runs before it had none."
     return {"loss_spikes": m["loss_spikes"]["count"]} if m.get("loss_spikes") is not None else {}
@@ -160,6 +163,7 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
             Path(results_path).write_text(json.dumps({"runs": out, "versions": started}, indent=1, default=str))
     return run_jobs(_ablation_worker, jobs, workers, _save)
 
+# %% ../../nbs/experiments/08_ablation.ipynb #4f5f81f1
 # settings of a run that say how it ran, not what it trained: never compared with the row's
 _RUNTIME_SETTINGS = {"seed", "threads", "accelerator", "devices", "num_nodes", "strategy", "progress", "eval_batch_size",
                      "checkpoint_every_n_steps", "train_generator"}
@@ -205,6 +209,7 @@ def ablation_run_from_metrics(run_dir,               # a finished `anids-train` 
         rec |= {"resumed_from_epoch": m["resumed_from"]["epoch"] + 1, "resumed_from": m["resumed_from"]}
     return rec
 
+# %% ../../nbs/experiments/08_ablation.ipynb #c8eec5cc
 ABLATION_C_VARIANTS = read_toml("recipes", "experiments.toml")["pretrain_variant"]
 """Table 3 (c): AniDS pre-trained with sigma_p or lambda_KL moved off the shipped checkpoints' 0.1 / 1.0 (that point is
 row 'anids' of (a)); from data/recipes/experiments.toml."""
@@ -267,6 +272,7 @@ def run_ablation_c(train_file, test_file, checkpoint_root, variants=None, seeds=
             Path(results_path).write_text(json.dumps({"runs_c": done + out, "versions": started}, indent=1, default=str))
     return done + run_jobs(_ablation_c_worker, jobs, workers, _save), pre
 
+# %% ../../nbs/experiments/08_ablation.ipynb #f3663e2c
 def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str = "row") -> list[dict]:
     """Mean ± std over seeds per row (or per `key`, e.g. 'method'), and paired (same seed) differences to 'none', to
     'dens' and 'anids' ((a) and the (c) variants) or 'dens w/o aux' and 'anids w/o aux' ((b)), and of a 'swap' row to
@@ -284,7 +290,6 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
                                                            ("dens", "anids") if table(row) in ("a", "c") else ("dens",))
                          + weights(row) + tuple(ABLATION_ROWS.get(row, {}).get("pair", ())))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
-
 
 # %% ../../nbs/experiments/08_ablation.ipynb #47b7e30f
 PRETRAINING_LENGTHS = (2125, 4250, 8500)

@@ -63,6 +63,7 @@ def _methods(summary) -> list: return list(dict.fromkeys(m for by in summary.val
 
 def method_label(method: str) -> str: return METHOD_NAMES.get(method, method)
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #89eefbb9
 def summary_frame(summary: dict, mace: dict|None = None) -> pd.DataFrame:
     "The table: one row per method (and MACE if given), mean ± std over seeds of every metric."
     rows = {method_label(m): {CRYSTAL_METRICS[k]: _cell(by.get(m), _digits(k)) for k, by in summary.items()} for m in _methods(summary)}
@@ -102,6 +103,7 @@ def per_seed_frame(records, test: str|None = None, ref: str = "none",
         rows.append(row)
     return pd.DataFrame(rows).set_index(["method", "seed"])
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #e0a763d7
 def _mace_runs(path) -> list[dict]:
     "The MACE runs of one results JSON (see `read_mace`)."
     path = Path(path)
@@ -168,6 +170,7 @@ def store_mace_entry(results_path, mace: dict) -> Path:
     records_from_results(path)   # still a results file the report and the notebooks read
     return path
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #bbded305
 def _rel(x: float, base: float) -> str:
     return "—" if not (np.isfinite(x) and np.isfinite(base)) else f"{100 * (x - base) / base:+.1f} %"
 
@@ -334,6 +337,7 @@ def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mac
                      "sizes": done[0].get("sizes"), "stress_order": done[0].get("stress_order")},
         "mace": mace})
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #7cff86f2
 def write_crystal_results(results: dict, results_dir="results", kind: str|None = None) -> Path:
     """Write `results_dir/<name>.json` (with versions) and read it back with the report's reader for its kind, so a
     file the report could not read is never left behind."""
@@ -384,7 +388,6 @@ def records_from_results(path, epochs: int|None = None, settings: dict|None = No
     mace = top.get("mace")
     if mace is not None and not isinstance(mace.get("metrics"), dict): raise ValueError(f"{path}: its 'mace' entry has no metrics")
     return recs, mace
-
 
 # %% ../../nbs/experiments/10_crystal_results.ipynb #09c65b6b
 _MERGE_LOOSE = ("seed", "threads", "progress", "accelerator")   # settings that may differ between parts of one table
@@ -461,6 +464,7 @@ def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) 
     records_from_results(path)
     return path
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #f99127f3
 def with_baseline(records, reference, train_file, refs=("none",)) -> list[dict]:
     """`records` and, beside them, the runs of the `refs` methods in results file `reference` at the same seeds (methods
     `records` already has are not taken): e.g. no denoising from scratch beside runs from pre-trained weights, for the
@@ -484,7 +488,6 @@ def summary_against(path, reference, refs=("none",), test: str|None = None) -> d
             b.get("test_files", {}).get(b.get("test_set"), "")):
         raise ValueError(f"{Path(path).name} and {Path(reference).name} were tested on different sets")
     return crystal_summary(with_baseline(rows, reference, a.get("train_file") or "", refs), test)
-
 
 # %% ../../nbs/experiments/10_crystal_results.ipynb #3f492df2
 CRYSTAL_STUDY_KEYS = ("name", "elements", "epochs", "methods", "seeds", "overrides", "pretrained", "backbone",

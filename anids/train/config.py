@@ -18,6 +18,7 @@ __all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'PER_MOLECULE
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
 "Backbones whose equivariant layer norms take `vector_norm_eps` (see `anids.analysis.diagnostics.force_smoothness`)."
+
 SCALE_STATISTICS = ("force_rms", "energy_std")
 """What may set the output scale (`TrainConfig.scale_statistic`; `anids.train.loop.output_scale` computes it). The
 supervised loss terms are in that unit while the denoising term is not, so it sets their weight against denoising: on
@@ -153,6 +154,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
         w = self.weights()
         return self.force_mode == "direct" and max(w.lambda_stress, w.lambda_stress_iso, w.lambda_stress_aniso) > 0
 
+# %% ../../nbs/train/01_config.ipynb #858a3ffb
 def _recipes() -> tuple[dict, dict]:
     "The recipes and their per-molecule columns, from data/recipes/train.toml (each recipe's why is a comment there)."
     raw = read_toml("recipes", "train.toml")
@@ -192,7 +194,6 @@ PRETRAIN_BUDGETS = read_toml("recipes", "pretrain.toml")["budget"]
 """Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`), from data/recipes/pretrain.toml: the
 PCQM4Mv2 table for the EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the shipped
 checkpoints' recipe on QM9 (`demo`). `config` holds further TrainConfig settings of the budget."""
-
 
 # %% ../../nbs/train/01_config.ipynb #4b944c18
 DEVIATION_KEYS = ("key", "what", "paper", "authors", "default", "setting", "paper_value", "paper_recipes", "why", "effect")

@@ -134,6 +134,7 @@ def _generator_envelope(config: TrainConfig, src: AniDSModel|None, keep_generato
                          "(None), or train psi from scratch")
     return bool(config.cutoff_envelope)
 
+# %% ../../nbs/train/04_fit.ipynb #82524ce9
 def prepare_training(train_set, config: TrainConfig,
                      pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
                     ) -> tuple["AniDSModule", TrainConfig, list, dict]:
@@ -237,6 +238,7 @@ def _log_version(out_dir: Path, resume) -> int|None:
     versions_ = sorted(int(d.name.split("_")[1]) for d in (out_dir / "logs").glob("version_*") if d.name.split("_")[1].isdigit())
     return versions_[-1] if versions_ else None
 
+# %% ../../nbs/train/04_fit.ipynb #5a01ce8c
 class RunProgress(L.Callback):
     """One progress bar for the whole run (optimiser steps), showing the epoch and the latest validation force MAE.
     Lightning's own bars draw a training and a validation bar every epoch, which fills an executed notebook. A text
@@ -387,6 +389,7 @@ def make_trainer(config: TrainConfig, out_dir: Path, module: AniDSModule, callba
                      check_val_every_n_epoch=config.check_val_every_n_epoch, enable_model_summary=False,
                      log_every_n_steps=max(1, min(50, module.steps_per_epoch, module.total_steps)))
 
+# %% ../../nbs/train/04_fit.ipynb #881abc65
 def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, config: TrainConfig, out_dir: Path,
                resume=None, log_version: int|None = None) -> None:
     """Lightning's loop over `train_set` (validating on `val_set`), resumed from `resume`. A run that diverges leaves a
@@ -436,6 +439,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
             _merge_resumed_log(log, backup.read_text())
             backup.unlink()
 
+# %% ../../nbs/train/04_fit.ipynb #aa2b7b14
 def _record_loss_spikes(trainer: L.Trainer, config: TrainConfig) -> dict|None:
     "Windows with a rare, huge loss (a bad noise draw; see loss_spikes), with a warning: none in a healthy run."
     run_log = Path(trainer.logger.log_dir) / "metrics.csv"
@@ -478,6 +482,7 @@ def _scores_line(metrics: dict) -> str:
     return "; ".join(f"{stage} force MAE {metrics[stage]['force_mae_meV_A']:.2f} meV/A, energy MAE "
                      f"{metrics[stage]['energy_mae_meV_atom']:.2f} meV/atom" for stage in ("val", "test") if stage in metrics)
 
+# %% ../../nbs/train/04_fit.ipynb #67aa913f
 RESUME_SETTINGS = ("method", "backbone", "preset", "generator_preset", "force_mode", "sigma_p", "direct_stress",
                    "backbone_overrides", "generator_overrides")
 """The settings of the model a checkpoint holds (its `model_spec`) that a resumed run must share: they shape the
@@ -516,6 +521,7 @@ def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         return _fit(train_set, val_set, config, Path(out_dir), test_set, pretrained, resume, energy_unit, extra, callbacks,
                     t0, run_versions)
 
+# %% ../../nbs/train/04_fit.ipynb #524eae15
 def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, energy_unit, extra, callbacks, t0, run_versions) -> dict:
     pre = config.scheme == "pretrain"
     if config.threads > 0: torch.set_num_threads(config.threads)
@@ -565,4 +571,3 @@ def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, ener
                                 "space and resume the finished run (resume='last', --resume last) to write model.pt") from None
         (out_dir / DIVERGED_FILE).unlink(missing_ok=True)   # an earlier attempt's marker no longer holds
     return metrics
-

@@ -482,45 +482,6 @@ def _scores_line(metrics: dict) -> str:
     return "; ".join(f"{stage} force MAE {metrics[stage]['force_mae_meV_A']:.2f} meV/A, energy MAE "
                      f"{metrics[stage]['energy_mae_meV_atom']:.2f} meV/atom" for stage in ("val", "test") if stage in metrics)
 
-# %% ../../nbs/train/04_fit.ipynb #67aa913f
-RESUME_SETTINGS = ("method", "backbone", "preset", "generator_preset", "force_mode", "sigma_p", "direct_stress",
-                   "backbone_overrides", "generator_overrides")
-"""The settings of the model a checkpoint holds (its `model_spec`) that a resumed run must share: they shape the
-weights (sigma_p: psi's initial std or DeNS's, for every method but none), so another value cannot go on from them."""
-
-def check_resume_settings(checkpoint: dict, module: AniDSModule, config: TrainConfig, path) -> None:
-    """One error naming every setting in which this run differs from the checkpoint it resumes (`RESUME_SETTINGS`,
-    and the scheme: Algorithm 1 or 2, psi trained or frozen), with both values; before any training."""
-    hp = checkpoint.get("hyper_parameters") or {}
-    old_spec, old_cfg = hp.get("model_spec") or {}, hp.get("config") or {}
-    new_spec = module.hparams.model_spec
-    names = [k for k in RESUME_SETTINGS if not (k == "sigma_p" and new_spec.get("method") == "none")]
-    differ = [(k, old_spec.get(k), new_spec.get(k)) for k in names if k in old_spec and old_spec.get(k) != new_spec.get(k)]
-    differ += [(k, old_cfg.get(k), getattr(config, k)) for k in ("scheme", "train_generator")
-               if k in old_cfg and old_cfg.get(k) != getattr(config, k)]
-    if differ:
-        raise ValueError(f"{path} was trained with other settings than this run's: "
-                         + "; ".join(f"{k} {a!r} in the checkpoint, {b!r} now" for k, a, b in differ)
-                         + ". Resume with the checkpoint's settings, or start a new run (another output folder, or overwrite)")
-
-def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
-        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
-        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
-        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
-        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
-        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
-        overwrite: bool = False,            # replace the run that out_dir holds (otherwise such a folder is refused unless resuming)
-       ) -> dict:
-    """Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics.
-    The run holds `out_dir` while it runs (`claim_out_dir`: one run per folder, a folder holding a run is refused
-    unless resuming or `overwrite`), and writes each file under a temporary name, renamed when complete."""
-    t0, run_versions = time.time(), versions()   # the code of the checkout when the run starts is the code that ran
-    if len(train_set) == 0: raise ValueError("the training set is empty")
-    if len(val_set) == 0: raise ValueError("the validation set is empty")
-    with claim_out_dir(out_dir, resume, overwrite):
-        return _fit(train_set, val_set, config, Path(out_dir), test_set, pretrained, resume, energy_unit, extra, callbacks,
-                    t0, run_versions)
-
 # %% ../../nbs/train/04_fit.ipynb #524eae15
 def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, energy_unit, extra, callbacks, t0, run_versions) -> dict:
     pre = config.scheme == "pretrain"
@@ -571,3 +532,42 @@ def _fit(train_set, val_set, config, out_dir, test_set, pretrained, resume, ener
                                 "space and resume the finished run (resume='last', --resume last) to write model.pt") from None
         (out_dir / DIVERGED_FILE).unlink(missing_ok=True)   # an earlier attempt's marker no longer holds
     return metrics
+
+# %% ../../nbs/train/04_fit.ipynb #67aa913f
+RESUME_SETTINGS = ("method", "backbone", "preset", "generator_preset", "force_mode", "sigma_p", "direct_stress",
+                   "backbone_overrides", "generator_overrides")
+"""The settings of the model a checkpoint holds (its `model_spec`) that a resumed run must share: they shape the
+weights (sigma_p: psi's initial std or DeNS's, for every method but none), so another value cannot go on from them."""
+
+def check_resume_settings(checkpoint: dict, module: AniDSModule, config: TrainConfig, path) -> None:
+    """One error naming every setting in which this run differs from the checkpoint it resumes (`RESUME_SETTINGS`,
+    and the scheme: Algorithm 1 or 2, psi trained or frozen), with both values; before any training."""
+    hp = checkpoint.get("hyper_parameters") or {}
+    old_spec, old_cfg = hp.get("model_spec") or {}, hp.get("config") or {}
+    new_spec = module.hparams.model_spec
+    names = [k for k in RESUME_SETTINGS if not (k == "sigma_p" and new_spec.get("method") == "none")]
+    differ = [(k, old_spec.get(k), new_spec.get(k)) for k in names if k in old_spec and old_spec.get(k) != new_spec.get(k)]
+    differ += [(k, old_cfg.get(k), getattr(config, k)) for k in ("scheme", "train_generator")
+               if k in old_cfg and old_cfg.get(k) != getattr(config, k)]
+    if differ:
+        raise ValueError(f"{path} was trained with other settings than this run's: "
+                         + "; ".join(f"{k} {a!r} in the checkpoint, {b!r} now" for k, a, b in differ)
+                         + ". Resume with the checkpoint's settings, or start a new run (another output folder, or overwrite)")
+
+def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
+        pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
+        resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)
+        energy_unit: str = "kcal/mol",      # unit the metrics are also reported in
+        extra: dict|None = None,            # stored in metrics.json (dataset name, provenance, ...)
+        callbacks: list|None = None,        # more Lightning callbacks (timers, early stopping, ...)
+        overwrite: bool = False,            # replace the run that out_dir holds (otherwise such a folder is refused unless resuming)
+       ) -> dict:
+    """Train, evaluate without noise, and write `out_dir/metrics.json` and `out_dir/model.pt`; returns the metrics.
+    The run holds `out_dir` while it runs (`claim_out_dir`: one run per folder, a folder holding a run is refused
+    unless resuming or `overwrite`), and writes each file under a temporary name, renamed when complete."""
+    t0, run_versions = time.time(), versions()   # the code of the checkout when the run starts is the code that ran
+    if len(train_set) == 0: raise ValueError("the training set is empty")
+    if len(val_set) == 0: raise ValueError("the validation set is empty")
+    with claim_out_dir(out_dir, resume, overwrite):
+        return _fit(train_set, val_set, config, Path(out_dir), test_set, pretrained, resume, energy_unit, extra, callbacks,
+                    t0, run_versions)

@@ -22,6 +22,7 @@ def _to_numpy(x) -> np.ndarray:
     if isinstance(x, torch.Tensor): x = x.detach().cpu().to(torch.float64).numpy()
     return np.asarray(x, dtype=np.float64)
 
+# %% ../../nbs/analysis/01_covariance.ipynb #a21e6087
 def check_covariances(cov_matrix,             # [N, 3, 3] (or [3, 3]) covariances, A^2
                       n_atoms: int|None = None,  # number of atoms the structure has
                       rtol: float = 1e-5,        # tolerance relative to the largest entry of each matrix

@@ -64,7 +64,7 @@ def _check_atoms(atoms, what="atoms") -> None:
     if len(atoms) < 2: raise ValueError(f"{what} has {len(atoms)} atom(s); bonds need at least 2")
     if not np.isfinite(atoms.positions).all(): raise ValueError(f"{what} has non-finite positions")
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #75ce0617
 def bond_lengths(atoms: Atoms, bonds: Bonds) -> np.ndarray:
     "Lengths (A) of `bonds` in `atoms` (minimum image where the cell is periodic)."
     if len(atoms) != bonds.n_atoms:
@@ -177,7 +177,7 @@ def _n_steps(time_ps: float, timestep_fs: float) -> int:
 def _seed_record(seed):
     return int(seed) if np.ndim(seed) == 0 else [int(s) for s in seed]
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #8a24631c
 def _check_thresholds(stretch, collision, sample_every):
     if not stretch > 1: raise ValueError(f"stretch must be > 1 (a factor on the reference bond length), got {stretch}")
     if not collision > 0: raise ValueError(f"collision must be > 0 A, got {collision}")
@@ -191,7 +191,7 @@ def _samples_by_type(frames: list, bonds: Bonds) -> dict:
     types = np.array(bonds.types)
     return {t: arr[:, types == t].ravel() for t in sorted(set(bonds.types))}
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #5ad2e886
 def _dynamics(dyn, atoms, bonds, n_steps, dt_fs, stretch, collision, sample_every, discard_ps, energies, desc, progress):
     "Run `dyn` for `n_steps`, checking every step; returns (failure step or None, reason, bond samples, temperatures)."
     samples, temps = [], []
@@ -265,7 +265,7 @@ def energy_drift(times_ps, energies_eV, n_atoms: int) -> dict:
     return dict(drift_eV_atom_ps=float(slope), max_abs_deviation_eV_atom=float(np.abs(e - e[0]).max()),
                 rms_fluctuation_eV_atom=float(np.sqrt(np.mean((e - (slope * t + intercept)) ** 2))))
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #fa22f950
 def nve_run(atoms: Atoms, calc, temperature_K: float = 300.0, time_ps: float = 0.5, timestep_fs: float = 0.5, seed=0,
             stretch: float = STRETCH_FACTOR, collision: float = COLLISION_DISTANCE, bonds: Bonds | None = None,
             progress: bool = False) -> dict:
@@ -405,7 +405,7 @@ def summarise_study(study: dict, reference: dict | None = None) -> list[dict]:
         rows.append(row)
     return rows
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #d376ccc7
 def pooled_bond_lengths(study: dict, temperature_K: float) -> dict:
     "Bond type -> the bond lengths of all runs of `study` at `temperature_K`."
     runs = [r for r in study["runs"] if r["temperature_K"] == float(temperature_K)]
@@ -455,7 +455,7 @@ def survival_curve(runs: list,               # run records (`stability_study(...
     frac = np.array([1.0, *(1 - np.arange(1, len(fails) + 1) / n), 1 - len(fails) / n])
     return times, frac
 
-
+# %% ../../nbs/analysis/06_md_stability.ipynb #9114f4f9
 def plot_survival(models: dict,            # label -> list of run records (e.g. every seed's runs of one method)
                   temperature_K: float, ax=None, title: str | None = None):
     "The survival curves of several models at one temperature, as steps (fraction of runs intact against time)."

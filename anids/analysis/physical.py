@@ -47,6 +47,7 @@ def rigid_body_modes(positions, periodic: bool = False) -> np.ndarray:
     U, sv, _ = np.linalg.svd(np.array(vecs).T, full_matrices=False)
     return U[:, sv > 1e-8 * sv.max()]              # linear molecules have only 2 rotations
 
+# %% ../../nbs/analysis/04_physical.ipynb #cf244b7b
 def physical_covariance(hessian, positions, temperature_K: float = 300.0, periodic: bool = False,
                         soft_floor: float = 0.05) -> tuple[np.ndarray, dict]:
     "Per-atom blocks [N, 3, 3] (A^2) of k_B T H^+ with rigid-body modes projected out; curvatures floored at soft_floor."
@@ -105,6 +106,7 @@ def reference_minimum(name: str, smiles: str|None = None, calc="gfn2", fmax: flo
     atoms.info.update(name=name, source=source)
     return atoms
 
+# %% ../../nbs/analysis/04_physical.ipynb #044461ca
 def physical_study(structures: list[dict],      # dicts: name, group, atoms (at a minimum), calc, periodic, [hessian]
                    methods: dict,               # {label: checkpoint path | AniDSModel | None (untrained)}
                    temperature_K: float = 300.0, step: float = 0.005, soft_floor: float = 0.05,

@@ -78,6 +78,7 @@ def close_pairs(atoms: Atoms, a: str = "O", b: str = "O", cutoff: float|None = N
             seen.add((ii, jj)); out.append((int(ii), int(jj), float(dd)))
     return out
 
+# %% ../../nbs/analysis/03_probes.ipynb #ec339fd3
 def pair_alignment(atoms: Atoms, cov_matrix, pairs, bridge_cutoff: float = 2.0) -> list[dict]:
     "|cos| between each pair's direction and the smallest / largest eigenvector of Sigma at both atoms."
     from ase.geometry import find_mic
@@ -98,6 +99,7 @@ def pair_alignment(atoms: Atoms, cov_matrix, pairs, bridge_cutoff: float = 2.0) 
                     "bridging_h": [int(k) for k in hyd if k not in (i, j) and D[k, i] < bridge_cutoff and D[k, j] < bridge_cutoff]})
     return out
 
+# %% ../../nbs/analysis/03_probes.ipynb #84011cf5
 def structure_change(reference: Atoms, atoms: Atoms, centre: str = "Pd", ligand: str = "O", cutoff: float = 2.4) -> dict:
     "How far a relaxation moved `atoms` from `reference` (same atoms): displacements and `centre`-`ligand` coordination."
     from ase.geometry import find_mic

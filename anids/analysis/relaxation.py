@@ -66,6 +66,7 @@ class RelaxationRecord:
         if missing: raise ValueError(f"relaxation record lacks {sorted(missing)}")
         return cls(**{k: d[k] for k in cls.__dataclass_fields__})
 
+# %% ../../nbs/analysis/05_relaxation.ipynb #86be13aa
 def max_force(forces) -> float:
     "Largest atomic force norm max_i |F_i| (the quantity ASE's optimisers compare with fmax)."
     return float(np.linalg.norm(np.asarray(forces, dtype=np.float64), axis=1).max())
@@ -94,6 +95,7 @@ def relax(atoms: Atoms, calculator, fmax: float = 0.01, steps: int = 500, optimi
                             positions=a.positions.tolist(), wall_time_s=time.perf_counter() - t0,
                             optimizer=optimizer, fmax=float(fmax), max_steps=int(steps))
 
+# %% ../../nbs/analysis/05_relaxation.ipynb #a04a0b5a
 def evaluate(atoms: Atoms, calculator) -> tuple[float, float]:
     "Energy (eV) and largest atomic force norm (eV/A) of `calculator` at `atoms` (a copy gets the calculator)."
     a = atoms.copy(); a.calc = calculator
@@ -137,6 +139,7 @@ def structure_key(atoms: Atoms, settings: dict) -> str:
                       sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
+# %% ../../nbs/analysis/05_relaxation.ipynb #1a788132
 class RelaxationCache:
     "Relaxations in a JSON file, keyed by `structure_key`."
     def __init__(self, path):
@@ -170,6 +173,7 @@ class RelaxationCache:
         tmp.write_text(json.dumps({"format": CACHE_FORMAT, "entries": self.entries}, indent=1))
         os.replace(tmp, self.path)
 
+# %% ../../nbs/analysis/05_relaxation.ipynb #2274b569
 def relaxation_settings(fmax: float = 0.01, steps: int = 500, optimizer: str = "BFGS", **dft) -> dict:
     "Everything that decides a DFT relaxation's result, as `relax_dft` keys the cache with: `dft_settings` + optimiser."
     return {**dft_settings(**dft), "fmax": float(fmax), "steps": int(steps), "optimizer": optimizer}
@@ -210,6 +214,7 @@ def compare_relaxations(start: Atoms, reference: RelaxationRecord, models: dict,
                                    fmax_at_ref=f_ref, wall_time_s=rec.wall_time_s)
     return row
 
+# %% ../../nbs/analysis/05_relaxation.ipynb #edb33ab1
 def relaxation_table(rows: list, value: str = "rmsd") -> list[dict]:
     "Flat table: per structure the start->reference RMSD and each model's `value` column; an `average` row last."
     if not rows: raise ValueError("no structures to tabulate")

@@ -42,6 +42,7 @@ def _image_shifts(frac: np.ndarray, pbc, margin: float) -> list[tuple[tuple[int,
                     if np.all((g >= -margin - 1e-9) & (g <= 1 + margin + 1e-9)): out.append((n, i))
     return out
 
+# %% ../../nbs/analysis/02_viz.ipynb #c56cd0f6
 def covariance_spec(atoms: Atoms,                # the structure
                     cov_matrix,                  # [N, 3, 3] covariances (A^2), one per atom of `atoms`
                     scale="auto",                # drawn radius = scale * sqrt(eigenvalue); "auto" or a float
@@ -157,6 +158,7 @@ def py3dmol_js_version() -> str:
     if m is None: raise RuntimeError(f"cannot read the 3Dmol.js version from py3Dmol's default address {url!r}")
     return m.group(1)
 
+# %% ../../nbs/analysis/02_viz.ipynb #99e998bd
 def default_3dmol_js(version: str|None = None) -> Path:
     "Where `fetch_3dmol_js` puts 3Dmol.js and views look for it: build/3dmol/ of the checkout (else of the working folder)."
     from anids.provenance import repo_root
@@ -191,6 +193,7 @@ def fetch_3dmol_js(dest=None,              # where to write 3Dmol-min.js (None: 
     _check_3dmol_js(dest)
     return dest
 
+# %% ../../nbs/analysis/02_viz.ipynb #9b717014
 def _check_3dmol_js(path: Path) -> str:
     if not path.is_file(): raise FileNotFoundError(f"3Dmol.js file {path} not found (fetch_3dmol_js() brings it in with "
                                                    "npm, or take build/3Dmol-min.js of the npm package 3dmol: `npm pack 3dmol`)")

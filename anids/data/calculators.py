@@ -67,6 +67,7 @@ class PySCFCalculator(Calculator):
             grad = mf.nuc_grad_method().kernel()                           # Hartree / Bohr
             self.results["forces"] = -np.asarray(grad) * units.Hartree / units.Bohr
 
+# %% ../../nbs/data/08_calculators.ipynb #c2605713
 def reference_calculator(name: str = "gfn2", **kwargs):
     "A fresh reference calculator: 'gfn2' or 'gfn1' (tblite xTB, silent), 'pyscf' (PySCFCalculator(**kwargs)) or 'emt' (ASE)."
     if not isinstance(name, str): raise TypeError(f"calculator name must be a string, got {type(name).__name__}")

@@ -136,7 +136,7 @@ def run_langevin_md(
 # %% ../../nbs/data/10_bundled_data.ipynb #093d1ba1
 EV_TO_KCAL_MOL: float = 1.0 / energy_factor("kcal/mol")  # 1 eV in kcal/mol (about 23.0605)
 
-
+# %% ../../nbs/data/10_bundled_data.ipynb #06e34e64
 def write_md17_npz(
     path, name: str, z, R, E_eV, F_eV, provenance: dict, theory: str = "GFN2-xTB"
 ) -> Path:

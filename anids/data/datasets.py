@@ -33,7 +33,7 @@ from .mlearn import check_stress_order, read_mlearn
 MD17_KEYS = dict(R="R", z="z", E="E", F="F")
 "Key names of the MD17/MD22 npz files (and of the bundled files)."
 
-
+# %% ../../nbs/data/04_datasets.ipynb #6499112e
 def load_npz_md17_format(path, keys: dict = MD17_KEYS, energy_unit: str = "kcal/mol",
                          force_unit: str = "kcal/mol/A", length_unit: str = "A") -> list[Data]:
     """Read an MD17-style npz file into a list of `Data` (one per frame) in A, eV, eV/A.
@@ -82,7 +82,6 @@ def load_npz_md17_format(path, keys: dict = MD17_KEYS, energy_unit: str = "kcal/
     F = None if arrays["F"] is None else np.asarray(arrays["F"], dtype=np.float64) * force_factor(force_unit)
     return frames_to_data(R, arrays["z"], E, F, source=str(path))
 
-
 def read_provenance(path) -> dict | None:
     """The `provenance` JSON record stored in an npz file (the bundled files have one), or None."""
     with np.load(Path(path), allow_pickle=False) as npz:
@@ -107,7 +106,7 @@ def bundled_dirs() -> list[Path]:
         return [Path(os.environ["ANIDS_BUNDLED_DIR"]).expanduser()]
     return data_dirs("bundled")
 
-
+# %% ../../nbs/data/04_datasets.ipynb #90d29f45
 def bundled_path(molecule: str) -> Path:
     """Path of the bundled file `md17_<molecule>.npz`.
 
@@ -128,7 +127,7 @@ def bundled_path(molecule: str) -> Path:
         "or use load_md17(..., source='md17') for the original MD17 data."
     )
 
-
+# %% ../../nbs/data/04_datasets.ipynb #8003e213
 def load_md17(molecule: str, source: str = "bundled", data_dir=None, download: bool = True) -> list[Data]:
     """Load one MD17 molecule as a list of `Data` in A, eV, eV/A.
 
@@ -166,7 +165,7 @@ RMD17_KEYS = dict(R="coords", z="nuclear_charges", E="energies", F="forces")
 def _rmd17_dir(data_dir=None) -> Path:
     return cache_dir(data_dir) / "rmd17" / "rmd17"
 
-
+# %% ../../nbs/data/04_datasets.ipynb #a5a84722
 def _rmd17_extract(members: list[str], data_dir=None, download: bool = True) -> None:
     """Make sure `rmd17/<member>` files exist in the cache, extracting them from the (fetched) archive."""
     out = _rmd17_dir(data_dir)
@@ -194,7 +193,7 @@ def _rmd17_extract(members: list[str], data_dir=None, download: bool = True) -> 
             os.replace(tmp_target, target)
             record_checksum(target)  # the archive was verified, so its members are trusted
 
-
+# %% ../../nbs/data/04_datasets.ipynb #87a7ebc8
 def load_rmd17(molecule: str, data_dir=None, download: bool = True) -> list[Data]:
     """Load one rMD17 molecule (all 100 000 frames) as a list of `Data` in A, eV, eV/A.
 
@@ -218,7 +217,7 @@ def load_rmd17(molecule: str, data_dir=None, download: bool = True) -> list[Data
     verify_file(path, url=DOWNLOADS["rmd17"]["url"])
     return load_npz_md17_format(path, keys=RMD17_KEYS, energy_unit="kcal/mol", force_unit="kcal/mol/A")
 
-
+# %% ../../nbs/data/04_datasets.ipynb #98b2d0fb
 def _read_index_file(path: Path) -> np.ndarray:
     try:
         idx = np.loadtxt(path, ndmin=1)
@@ -231,7 +230,7 @@ def _read_index_file(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: split indices must be non-negative integers")
     return idx.astype(np.int64)
 
-
+# %% ../../nbs/data/04_datasets.ipynb #b2888c38
 def draw_subsets(pool, sizes, seed: int = 0) -> list[np.ndarray]:
     """Disjoint subsets of `pool` from one seeded permutation, each sorted (int64).
 
@@ -249,7 +248,7 @@ def draw_subsets(pool, sizes, seed: int = 0) -> list[np.ndarray]:
     cuts = np.cumsum([0] + sizes)
     return [np.sort(perm[a:b]).astype(np.int64) for a, b in zip(cuts[:-1], cuts[1:])]
 
-
+# %% ../../nbs/data/04_datasets.ipynb #78a39b30
 def rmd17_official_split(split: int = 1, data_dir=None, download: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """The official rMD17 split `split` (1..5): the training and test indices of `splits/index_train_0N.csv` and
     `splits/index_test_0N.csv` (1000 each in the release), in the files' order, as int64 arrays.
@@ -268,7 +267,7 @@ def rmd17_official_split(split: int = 1, data_dir=None, download: bool = True) -
         raise ValueError(f"{train_file} and {test_file} share indices, e.g. {overlap[:5].tolist()}")
     return train, test
 
-
+# %% ../../nbs/data/04_datasets.ipynb #cabe8f83
 def rmd17_split(data_dir=None, split: int = 1, n_train: int = 50, n_val: int = 50, seed: int = 0,
                 download: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Train, validation and test indices of rMD17 split `split` (1..5): the paper's 50-structure protocol.
@@ -338,12 +337,12 @@ def _is_mlearn(path: Path, format: str | None) -> bool:
         head = fh.read(256).lstrip()
     return head[:1] == b"["
 
-
+# %% ../../nbs/data/04_datasets.ipynb #fc2a6a4d
 def _xyz_like(path: Path, format: str | None) -> bool:
     fmt = (format or path.suffix.lstrip(".")).lower()
     return fmt in ("xyz", "extxyz")
 
-
+# %% ../../nbs/data/04_datasets.ipynb #e70de0f2
 def _xyz_truncation(path) -> str | None:
     """Where an (extended) XYZ file ends in the middle of a frame, as text, or None.
 
@@ -379,7 +378,7 @@ def _xyz_truncation(path) -> str | None:
                     return None
             frames += 1
 
-
+# %% ../../nbs/data/04_datasets.ipynb #1abb0ede
 def read_structures(path, index=":", energy_key: str | None = "energy", forces_key: str | None = "forces",
                     stress_key: str | None = None, energy_unit: str = "eV", length_unit: str = "A",
                     format: str | None = None, stress_order: str = "check") -> list[Data]:
@@ -483,7 +482,7 @@ def split_indices(n: int, n_train: int = 950, n_val: int = 50, n_test: int | Non
         raise ValueError(f"n_test = {n_test} must lie in 1..{rest} (structures left after train and validation)")
     return tuple(draw_subsets(n, [n_train, n_val, int(n_test)], seed))
 
-
+# %% ../../nbs/data/04_datasets.ipynb #6a3e4a97
 def md22_split(n_frames: int, name: str = "AT-AT-CG-CG", n_train: int | None = None, n_val: int = 500,
                seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Train, validation and test indices for MD22 system `name` with `n_frames` frames.
@@ -510,6 +509,7 @@ def read_labelled(path, energy_key: str = "energy", forces_key: str = "forces", 
     return read_structures(path, energy_key=energy_key, forces_key=forces_key, stress_key=stress_key,
                            energy_unit=energy_unit or "eV", length_unit=length_unit, stress_order=stress_order)
 
+# %% ../../nbs/data/04_datasets.ipynb #146d5dbf
 def training_sets(train, val=None, test=None, seed: int = 0, val_fraction: float = 0.05, stress_order: str = "check",
                   **read_kw) -> dict:
     """Training, validation and test structures from files: `val` given, or `val_fraction` of `train` drawn with `seed`;

@@ -97,6 +97,8 @@ DOWNLOADS = {
            ("Mo", "training", "b13305fca0d0d2631ab080c8fcf13c743ee79a911712fb65a34ca88fadf09f9a"),
            ("Mo", "test", "68169e2927c2115daa2f504805fcb9548ee65daf2dd015428807ba92f8e13bb8"))},
 }
+
+# %% ../../nbs/data/03_downloads.ipynb #7eeed73e
 """Registry of downloadable files: key -> dict(url, filename, subdir of the cache, sha256, md5, optional size, licence,
 source). MD17, rMD17, MD22, PCQM4Mv2 and Alexandria have no published checksums, so theirs are None (trust on first use,
 see `fetch_file`); OC22's md5 sums are fairchem's, MPtrj's is figshare's; the ethanol PBE and mlearn files are pinned
@@ -132,6 +134,7 @@ def record_checksum(path: Path, digest: str | None = None) -> str:
     _sidecar(path).write_text(f"{digest}  {path.name}\n")
     return digest
 
+# %% ../../nbs/data/03_downloads.ipynb #1e8aed6d
 def verify_file(path, sha256: str | None = None, md5: str | None = None, *, url: str | None = None,
                 trust_on_first_use: bool = True) -> Path:
     """Check a file against known checksums, or against its recorded `<file>.sha256`.
@@ -175,6 +178,7 @@ def _manual_message(filename: str, url: str, dest: Path, reason: str) -> str:
         f"  or pass data_dir=... / set ANIDS_DATA_DIR to use another cache directory that holds {dest.parent.name}/{dest.name})"
     )
 
+# %% ../../nbs/data/03_downloads.ipynb #915109ba
 def download(url: str, dest, sha256: str | None = None, md5: str | None = None, timeout: float = 60.0) -> Path:
     """Download `url` to `dest` (via `<dest>.part`, renamed when complete) and verify it.
 

@@ -39,7 +39,7 @@ def vasp_stress_to_ase(stress_kbar, label: str | None = None) -> np.ndarray:
         raise ValueError(f"{where}non-finite stress {s.tolist()}")
     return -KBAR * s
 
-
+# %% ../../nbs/data/07_materials.ipynb #c13ad5fa
 def atoms_from_pymatgen(structure: dict, label: str = "structure") -> Atoms:
     """An `ase.Atoms` (periodic, A) from a pymatgen `Structure.as_dict()` dictionary, without pymatgen.
 
@@ -82,7 +82,6 @@ def atoms_from_pymatgen(structure: dict, label: str = "structure") -> Atoms:
         raise ValueError(f"{label}: site coordinates have shape {pos.shape}, expected ({len(numbers)}, 3)")
     pbc = lattice.get("pbc", (True, True, True)) if isinstance(lattice, dict) else (True, True, True)
     return Atoms(numbers=numbers, positions=pos, cell=cell, pbc=[bool(p) for p in pbc])
-
 
 def _labels(frame: dict, keys, label: str) -> list:
     "The values of `keys` in `frame`, with one error that lists what is missing and what is there."
@@ -129,7 +128,7 @@ def _missing(key: str, dest: Path, extra: str = "") -> DatasetNotAvailableError:
         f"  or pass data_dir=... / set ANIDS_DATA_DIR to a cache directory that holds {e['subdir']}/{e['filename']}"
         + (f"\n  {extra}" if extra else ""))
 
-
+# %% ../../nbs/data/07_materials.ipynb #4e0f6450
 def dataset_file(key: str, data_dir=None, download: bool = False, verify: bool = True) -> Path:
     """Path of the registry file `DOWNLOADS[key]` in the cache, for the large materials files.
 
@@ -158,7 +157,7 @@ def _element_filter(elements):
         raise ValueError(f"elements: unknown chemical symbol(s) {unknown}")
     return allowed
 
-
+# %% ../../nbs/data/07_materials.ipynb #ffac6eaf
 def _site_symbols(structure) -> set | None:
     try:
         return {site["species"][0]["element"] for site in structure["sites"]}
@@ -177,7 +176,7 @@ def open_text(path):
         return gzip.open(path, "rt", encoding="utf-8")
     return open(path, encoding="utf-8")
 
-
+# %% ../../nbs/data/07_materials.ipynb #96c9a76e
 class JsonStream:
     """Reads one JSON document from a text file a value at a time, never holding more than the value being parsed.
 
@@ -284,7 +283,7 @@ class JsonStream:
             if self.expect(",]", f"{context}, after item {k - 1}") == "]":
                 return
 
-
+# %% ../../nbs/data/07_materials.ipynb #9189203c
 def stream_json_object(path, chunk: int = 1 << 20):
     """Yield the (key, value) pairs of the JSON object that a (possibly compressed) file holds, one at a time.
 
@@ -298,7 +297,7 @@ def stream_json_object(path, chunk: int = 1 << 20):
             yield key, s.value(f"the value of key {key!r}")
         s.end()
 
-
+# %% ../../nbs/data/07_materials.ipynb #37d092d7
 def stream_json_array(path, key: str, chunk: int = 1 << 20):
     """Yield the items of the array stored under `key` in the top-level JSON object of a file, one at a time.
 

@@ -41,7 +41,7 @@ def mlearn_stress(virial_kbar, order: str = VASP_STRESS_ORDER) -> np.ndarray:
         s[a, b] = s[b, a] = value
     return -_KBAR * s
 
-
+# %% ../../nbs/data/13_mlearn.ipynb #1917b6ff
 def _mlearn_entry(entry, label: str):
     "Atoms, energy (eV), forces (eV/A) and the raw virial (kbar) of one mlearn entry, with clear errors."
     try:
@@ -64,7 +64,7 @@ def _mlearn_entry(entry, label: str):
         raise ValueError(f"{label}: unknown chemical symbol {e.args[0]!r}") from None
     return atoms, energy, forces, virial
 
-
+# %% ../../nbs/data/13_mlearn.ipynb #72baaadb
 def load_mlearn_entries(path) -> list[dict]:
     "The entries of an mlearn JSON file (a list of dicts), with a clear error for anything else."
     path = Path(path)
@@ -78,7 +78,7 @@ def load_mlearn_entries(path) -> list[dict]:
                          + (" (empty)" if isinstance(entries, list) and not entries else ""))
     return entries
 
-
+# %% ../../nbs/data/13_mlearn.ipynb #4a205ccb
 def _strain_pairs(entries, max_strain: float = 0.025, max_frac_shift: float = 0.01):
     "Index pairs (a, b) of entries that are the same crystal a small homogeneous strain apart, with that strain."
     cells = [np.asarray(e["structure"]["lattice"]["matrix"], float) for e in entries]
@@ -97,7 +97,7 @@ def _strain_pairs(entries, max_strain: float = 0.025, max_frac_shift: float = 0.
             if 1e-4 < np.abs(eps).max() <= max_strain: pairs.append((a, b, eps))
     return pairs
 
-
+# %% ../../nbs/data/13_mlearn.ipynb #1696ac2d
 def check_stress_order(path_or_entries, orders=STRESS_ORDERS, min_pairs: int = 5) -> dict:
     """Test each candidate order of mlearn's six stress numbers against the energies of strained cells.
 
@@ -128,7 +128,7 @@ def check_stress_order(path_or_entries, orders=STRESS_ORDERS, min_pairs: int = 5
                          f"errors {errors}); check the sign and the units (mlearn: kbar, positive = compressive)")
     return {"errors": errors, "best": best, "n_pairs": len(pairs)}
 
-
+# %% ../../nbs/data/13_mlearn.ipynb #27f6f8f7
 def read_mlearn(path, stress_order: str = "check", index=None) -> list[Data]:
     """Read an mlearn-format JSON file (no pymatgen needed) as a list of periodic `Data` in A, eV, eV/A, eV/A^3.
 
@@ -165,5 +165,3 @@ def read_mlearn(path, stress_order: str = "check", index=None) -> list[Data]:
         out.append(data)
     if not out: raise ValueError(f"{path}: no entries selected by index={index!r}")
     return out
-
-

@@ -118,6 +118,7 @@ def pdo_crystal(repeat=(2, 2, 1), n_hydrogen: int = 2, a: float = 3.03, c: float
     s.info.update(name=s.get_chemical_formula(), source=f"PdO P4_2/mmc a={a} c={c} A, {tuple(repeat)} supercell, {n_hydrogen} OH")
     return s
 
+# %% ../../nbs/data/09_molecules.ipynb #77b03147
 def example_structure(name: str, optimise: bool = True) -> Atoms:
     "A named example ('snph4', 'pdo' (PdO 2x2x1 + 2 H), a known molecule name) or a structure file (first frame)."
     key = str(name).lower()

@@ -36,7 +36,7 @@ def mptrj_frame_to_data(frame: dict, label: str, energy: str = "corrected", stre
                          stress=vasp_stress_to_ase(values[3], label) if stress else None, label=label)
     return data
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #afd66e23
 def iter_mptrj(path=None, *, energy: str = "corrected", max_structures: int | None = None, elements=None,
                stress: bool = True, data_dir=None, verify: bool = True):
     """Stream the MPtrj file (`MPtrj_2022.9_full.json`, 12 GB) one frame at a time as `Data` (A, eV, eV/A, eV/A^3).
@@ -84,7 +84,7 @@ def iter_mptrj(path=None, *, energy: str = "corrected", max_structures: int | No
             if max_structures is not None and count >= max_structures:
                 return
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #983fa1c2
 def read_mptrj(path=None, **kwargs) -> list[Data]:
     "All the frames `iter_mptrj(path, **kwargs)` yields, as a list (use `max_structures` or `elements` on the full file)."
     out = list(iter_mptrj(path, **kwargs))
@@ -103,7 +103,7 @@ ALEXANDRIA_KINDS = ("entries", "geo_opt")
 paths `geo_opt_paths/alex_go_*.json.bz2`: `{mat_id: [calculation, ...]}`, each calculation with `steps` holding
 `structure`, `energy`, `forces` and `stress`)."""
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #be852839
 def _alexandria_entry(entry, label, energy, stress):
     if not isinstance(entry, dict):
         raise ValueError(f"{label}: expected a ComputedStructureEntry dict, got a {type(entry).__name__}")
@@ -126,7 +126,7 @@ def _alexandria_entry(entry, label, energy, stress):
     out.mat_id = str(data.get("mat_id", ""))
     return out
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #bdcc5a26
 def _alexandria_step(step, label, stress):
     keys = ["structure", "energy", "forces"] + (["stress"] if stress else [])
     values = _labels(step, keys, label)
@@ -135,7 +135,7 @@ def _alexandria_step(step, label, stress):
                          forces=_forces(values[2], len(atoms), label, "forces"),
                          stress=vasp_stress_to_ase(values[3], label) if stress else None, label=label)
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #cbc97ca1
 def _alexandria_items(path: Path, kind: str):
     """(index, label, raw item, maker) for every structure of an Alexandria file, streamed; maker(raw) -> Data."""
     if kind not in ALEXANDRIA_KINDS:
@@ -162,7 +162,7 @@ def _alexandria_items(path: Path, kind: str):
                 yield k, f"{path}, {mat_id}, calculation {c}, step {s}", (mat_id, c, s, step)
                 k += 1
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #31b6057f
 def iter_alexandria(path, *, kind: str = "entries", energy: str = "corrected", stress: bool = True,
                     indices=None, max_structures: int | None = None):
     """Stream the structures of one Alexandria PBE file (`.json.bz2`, read without pymatgen) as `Data`.
@@ -219,7 +219,7 @@ def iter_alexandria(path, *, kind: str = "entries", energy: str = "corrected", s
     if wanted is not None and w < len(wanted):
         raise ValueError(f"{path}: index {wanted[w]} does not exist (the file holds {last + 1} structures)")
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #a0de041e
 def count_alexandria(path, kind: str = "entries") -> int:
     "The number of structures in one Alexandria file (one streaming pass; no structure is converted)."
     n = 0
@@ -246,7 +246,7 @@ def alexandria_files(data_dir=None) -> list[Path]:
                        "https://alexandria.icams.rub.de/data/pbe/<name>), or pass files=[...]")
     return found
 
-
+# %% ../../nbs/data/12_mptrj.ipynb #60020c87
 def alexandria_test_set(n: int = 15000, seed: int = 0, files=None, *, kind: str = "entries",
                         energy: str = "corrected", stress: bool = True, data_dir=None,
                         counts: dict | None = None) -> list[Data]:

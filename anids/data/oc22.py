@@ -35,7 +35,7 @@ def oc22_trajectory_root(data_dir=None) -> Path:
     "Where `oc22_trajectories.tar.gz` unpacks in the cache: `<cache>/oc22/oc22_trajectories/trajectories/oc22`."
     return cache_dir(data_dir) / "oc22" / "oc22_trajectories" / "trajectories" / "oc22"
 
-
+# %% ../../nbs/data/11_oc22.ipynb #9a7d8ae7
 def oc22_trajectory_files(root=None, split: str = "train", task: str = "s2ef", data_dir=None) -> list[Path]:
     """The `.traj` files of one OC22 split, in the order of its list file `<root>/<split>_<task>_t.txt`.
 
@@ -75,7 +75,7 @@ def oc22_trajectory_files(root=None, split: str = "train", task: str = "s2ef", d
         raise ValueError(f"{listing} lists no trajectories")
     return out
 
-
+# %% ../../nbs/data/11_oc22.ipynb #28050016
 def _fixed_mask(atoms: Atoms) -> np.ndarray:
     fixed = np.zeros(len(atoms), dtype=bool)
     for c in atoms.constraints:
@@ -100,7 +100,7 @@ def oc22_frame_to_data(atoms: Atoms, label: str) -> Data:
     data.fixed = torch.from_numpy(_fixed_mask(atoms))
     return data
 
-
+# %% ../../nbs/data/11_oc22.ipynb #45a15b21
 def iter_oc22_trajectories(root=None, split: str = "train", *, task: str = "s2ef", files=None,
                            max_structures: int | None = None, data_dir=None, metadata: dict | None = None):
     """Stream the frames of OC22's relaxation trajectories (ASE `.traj`, no fairchem) as `Data` in A, eV, eV/A.
@@ -146,7 +146,7 @@ def iter_oc22_trajectories(root=None, split: str = "train", *, task: str = "s2ef
             if max_structures is not None and count >= max_structures:
                 return
 
-
+# %% ../../nbs/data/11_oc22.ipynb #9ef15324
 def read_oc22_trajectories(root=None, split: str = "train", **kwargs) -> list[Data]:
     "The frames of `iter_oc22_trajectories(root, split, **kwargs)` as a list."
     return list(iter_oc22_trajectories(root, split, **kwargs))
@@ -179,7 +179,7 @@ def _numpy_reconstructors() -> dict:
         out[(mod, "_reconstruct")], out[(mod, "scalar")] = _reconstruct, scalar
     return out
 
-
+# %% ../../nbs/data/11_oc22.ipynb #99fe8784
 _PICKLE_ALLOWED = {
     ("torch_geometric.data.data", "Data"): _PickledObject,
     ("torch_geometric.data.data", "DataEdgeAttr"): _Marker,
@@ -205,7 +205,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         except KeyError:
             raise _Refused(f"refusing to load {module}.{name}") from None
 
-
+# %% ../../nbs/data/11_oc22.ipynb #15bc0dac
 def _unpickle(raw: bytes, allowed: dict, label: str, what: str):
     u = _RestrictedUnpickler(io.BytesIO(raw))
     u.allowed = allowed
@@ -217,7 +217,7 @@ def _unpickle(raw: bytes, allowed: dict, label: str, what: str):
     except Exception as e:  # truncated or corrupt bytes
         raise ValueError(f"{label}: cannot be unpickled ({type(e).__name__}: {e}); truncated or corrupt") from None
 
-
+# %% ../../nbs/data/11_oc22.ipynb #72c992cb
 def unpickle_pyg_data(raw: bytes, label: str = "pickle") -> dict:
     """The attributes of a pickled `torch_geometric.data.Data` (as the OC20/OC22 LMDBs store them), as a dict.
 
@@ -241,7 +241,7 @@ def unpickle_pyg_data(raw: bytes, label: str = "pickle") -> dict:
         return dict(mapping)
     return {k: v for k, v in state.items() if not k.startswith("_") and v is not None}
 
-
+# %% ../../nbs/data/11_oc22.ipynb #0cd2640d
 def _as_numpy(value, label, name, dtype=np.float64):
     if isinstance(value, torch.Tensor):
         value = value.detach().cpu().numpy()
@@ -250,7 +250,7 @@ def _as_numpy(value, label, name, dtype=np.float64):
     except (TypeError, ValueError):
         raise ValueError(f"{label}: {name} is not numeric ({type(value).__name__})") from None
 
-
+# %% ../../nbs/data/11_oc22.ipynb #a7015ee3
 def oc22_attributes_to_data(attrs: dict, label: str) -> Data:
     """A `Data` (A, eV, eV/A) from the attributes of an OC22 LMDB object: `pos`, `cell`, `atomic_numbers`,
     `y` (total energy, absent in the test LMDBs), `force`, and when present `tags`, `fixed`, `sid`, `fid`.
@@ -285,7 +285,7 @@ def oc22_attributes_to_data(attrs: dict, label: str) -> Data:
             setattr(data, key, int(_as_numpy(attrs[key], label, key, np.int64).reshape(-1)[0]))
     return data
 
-
+# %% ../../nbs/data/11_oc22.ipynb #21a89f6b
 def _lmdb_paths(path: Path) -> list[Path]:
     if path.is_file():
         return [path]
@@ -299,7 +299,7 @@ def _lmdb_paths(path: Path) -> list[Path]:
         f"no such LMDB file or folder: {path}\n  OC22's S2EF-Total LMDBs come in {e['url']} ({e['size']}, md5 {e['md5']});"
         f" unpack it (`tar -xzf {e['filename']}`) and pass the folder of one split (its *.lmdb files) or one .lmdb file")
 
-
+# %% ../../nbs/data/11_oc22.ipynb #d8c6aace
 def iter_oc22_lmdb(path, *, max_structures: int | None = None):
     """Stream the structures of OC22 S2EF-Total (or IS2RE) LMDBs as `Data` (A, eV, eV/A), without fairchem.
 
@@ -336,7 +336,7 @@ def iter_oc22_lmdb(path, *, max_structures: int | None = None):
         finally:
             env.close()
 
-
+# %% ../../nbs/data/11_oc22.ipynb #edf7df24
 def read_oc22_lmdb(path, **kwargs) -> list[Data]:
     "The structures of `iter_oc22_lmdb(path, **kwargs)` as a list."
     return list(iter_oc22_lmdb(path, **kwargs))

@@ -43,7 +43,7 @@ def geometry_cache_path(name: str, data_dir=None) -> Path:
     """The geometry cache of data set `name`: `cache_dir(data_dir)/cache/<name>_geometries.npz`."""
     return cache_dir(data_dir) / "cache" / f"{name}_geometries.npz"
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #0edc31f8
 class _GeometryBuffer:
     """Collects molecules one at a time in compact typed arrays (float32 positions, uint8 elements)."""
 
@@ -70,7 +70,7 @@ class _GeometryBuffer:
                     offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
                     ids=np.frombuffer(self.ids, dtype=np.int64))
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #d8bc8ac2
 def _source_record(path: Path) -> dict:
     return dict(name=path.name, size=path.stat().st_size, sha256=file_hash(path))
 
@@ -93,7 +93,7 @@ def save_geometries(path, positions, numbers, offsets, ids, provenance: dict) ->
         tmp_path.unlink(missing_ok=True)
     return path
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #9a9857b3
 def load_geometries(path) -> dict:
     """Read a geometry cache into a dict of numpy arrays (`positions`, `numbers`, `offsets`, `ids`) plus the
     `provenance` dict; ValueError naming the file if it is unreadable or inconsistent."""
@@ -115,7 +115,7 @@ def load_geometries(path) -> dict:
         raise ValueError(f"{path}: not a valid geometry cache (inconsistent array shapes); delete it to rebuild it")
     return out
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #9d6d3d12
 def _stale_reason(arrays: dict, sources) -> str | None:
     prov = arrays["provenance"]
     if prov.get("format_version") != GEOMETRY_CACHE_VERSION:
@@ -126,7 +126,7 @@ def _stale_reason(arrays: dict, sources) -> str | None:
     now = [(p.name, p.stat().st_size) for p in sources]
     return None if was == now else f"it was made from {was}, the source is now {now}"
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #20196f86
 def _cached_geometries(cache: Path, sources, build, rebuild: bool) -> dict:
     """The arrays of `cache` if it is valid and fresh for `sources` (list of paths, or None when the source is
     not available now), else the result of `build()` (a `_GeometryBuffer` and a provenance dict), saved.
@@ -160,7 +160,7 @@ def _cached_geometries(cache: Path, sources, build, rebuild: bool) -> dict:
     arrays["provenance"] = prov
     return arrays
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #3c174bd9
 def pretrain_split_indices(n: int, split: str = "train", heldout_fraction: float = 0.05, seed: int = 0,
                            max_structures: int | None = None) -> np.ndarray:
     """Sorted indices of split `split` ("train", "heldout" or "all") of `n` molecules.
@@ -185,7 +185,7 @@ def pretrain_split_indices(n: int, split: str = "train", heldout_fraction: float
         chosen = chosen[:int(max_structures)]
     return np.sort(chosen)
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #73b108cb
 def geometries_to_data(arrays: dict, indices=None) -> list[Data]:
     """One `Data` (`z` long, `pos` float32 [A], zero `cell` [1, 3, 3], `pbc` False [1, 3], as `frames_to_data`
     makes them) per molecule `indices` (default: all) of a geometry cache's arrays."""
@@ -225,7 +225,7 @@ def qm9pack_csv_files() -> list[Path]:
                                        f"(`pip install --force-reinstall qm9pack`)")
     return files
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #79ac9383
 def _qm9_rows(path: Path, bar):
     """Yield (label, QM9 index, atomic numbers, positions [N*3]) for every row of one qm9pack-format CSV file."""
     with open(path, newline="", encoding="utf-8") as fh:
@@ -239,7 +239,7 @@ def _qm9_rows(path: Path, bar):
         except csv.Error as e:
             raise ValueError(f"{path}, line {reader.line_num}: not a valid CSV file ({e})") from None
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #986c710d
 def _qm9_records(path: Path, reader):
     header = next(reader, None)
     if header is None:
@@ -270,7 +270,7 @@ def _qm9_records(path: Path, reader):
                              f"XYZ_Ang {len(xyz)} numbers (expected {3 * n})")
         yield label, mol_id, [atomic_numbers[s] for s in symbols], xyz
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #99716fbc
 def _convert_qm9(files: list[Path], progress: bool):
     buf = _GeometryBuffer()
     with tqdm(total=sum(p.stat().st_size for p in files), unit="B", unit_scale=True, desc="QM9 CSV -> geometry cache",
@@ -292,7 +292,7 @@ def _convert_qm9(files: list[Path], progress: bool):
                             files=[_source_record(p) for p in files]))
     return buf, prov
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #5344cd3b
 def qm9_arrays(data_dir=None, csv_path=None, rebuild: bool = False, progress: bool = True) -> dict:
     """The QM9 geometry cache as arrays (`positions`, `numbers`, `offsets`, `ids`, `provenance`; see above),
     converting the CSV files on the first call.
@@ -323,7 +323,7 @@ def qm9_arrays(data_dir=None, csv_path=None, rebuild: bool = False, progress: bo
         return _cached_geometries(cache, None, None, False)  # the conversion is there, the source is gone
     return _cached_geometries(cache, files, lambda: _convert_qm9(files, progress), rebuild)
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #732d14d5
 def load_qm9(split: str = "train", heldout_fraction: float = 0.05, seed: int = 0, max_structures: int | None = None,
              data_dir=None, csv_path=None, rebuild: bool = False, progress: bool = True) -> list[Data]:
     """QM9 equilibrium structures (B3LYP/6-31G(2df,p), positions in A, no labels) as a list of `Data`.
@@ -422,7 +422,7 @@ def _sdf_molecules(lines, name: str):
         yield record, label, z, xyz
         record += 1
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #fafd6f18
 def _convert_sdf(path: Path, dataset: str, description: str, progress: bool):
     """Stream the molecules of an SDF file (plain, .gz, or the first .sdf member of a tar archive) into a buffer."""
     buf = _GeometryBuffer()
@@ -452,11 +452,11 @@ def _convert_sdf(path: Path, dataset: str, description: str, progress: bool):
                 source=dict(files=[_source_record(path)], member=member))
     return buf, prov
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #a9b700ca
 _PCQM4MV2_DESCRIPTION = ("OGB-LSC PCQM4Mv2 training-set 3D structures (DFT equilibrium geometries, "
                          "pcqm4m-v2-train.sdf); positions and elements only")
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #194d5d7e
 def pcqm4mv2_arrays(path=None, data_dir=None, download: bool = True, rebuild: bool = False,
                     progress: bool = True) -> dict:
     """The PCQM4Mv2 geometry cache as arrays (`positions`, `numbers`, `offsets`, `ids`, `provenance`), converting
@@ -492,7 +492,7 @@ def pcqm4mv2_arrays(path=None, data_dir=None, download: bool = True, rebuild: bo
         return _cached_geometries(cache, None, None, False)  # converted before, the archive was deleted since
     return _cached_geometries(cache, [dest] if dest.is_file() else None, build, rebuild)
 
-
+# %% ../../nbs/data/05_pretrain_data.ipynb #947a1004
 def load_pcqm4mv2(path=None, data_dir=None, download: bool = True, split: str = "train", heldout_fraction: float = 0.05,
                   seed: int = 0, max_structures: int | None = None, rebuild: bool = False,
                   progress: bool = True) -> list[Data]:

@@ -35,7 +35,7 @@ def _lstsq_references(structures):
     coef, _, rank, _ = np.linalg.lstsq(counts, _energies(structures), rcond=None)
     return elements, counts, coef, int(rank)
 
-
+# %% ../../nbs/data/06_statistics.ipynb #5009c612
 def atomic_reference_energies(structures) -> dict[int, float]:
     """Per-element reference energies (eV) from a least-squares fit of total energy on element counts.
 
@@ -49,7 +49,7 @@ def atomic_reference_energies(structures) -> dict[int, float]:
     elements, _, coef, _ = _lstsq_references(structures)
     return {z: float(c) for z, c in zip(elements, coef)}
 
-
+# %% ../../nbs/data/06_statistics.ipynb #4d176e9e
 def dataset_statistics(structures, cutoff: float = 5.0) -> dict:
     """Summary statistics of a list of `Data` (units eV, A).
 

@@ -43,6 +43,8 @@ def vesin_periodic(pbc: np.ndarray):
 
 
 _SEARCH_CUTOFF = 1.0
+
+# %% ../../nbs/data/02_structures.ipynb #508aa24d
 "vesin searches at least this far (A): its cells are as small as the cutoff, so 0.1 A would make 10^6 of them in a 10 A box."
 
 
@@ -71,7 +73,7 @@ def _check_no_coincident_atoms(z, pos, cell, pbc, label=None):
             f"(minimum allowed distance {MIN_DISTANCE} A)"
         )
 
-
+# %% ../../nbs/data/02_structures.ipynb #c5e60001
 def stress_3x3(stress, label=None) -> np.ndarray:
     "A stress given as Voigt (6,) (xx, yy, zz, yz, xz, xy), 9 values or 3x3, as a 3x3 array."
     s = np.asarray(stress, dtype=np.float64)
@@ -85,7 +87,7 @@ def stress_3x3(stress, label=None) -> np.ndarray:
         raise ValueError(f"stress{_where(label)} has shape {tuple(np.shape(stress))}; expected Voigt (6,) or (3, 3)")
     return s
 
-
+# %% ../../nbs/data/02_structures.ipynb #e0531043
 def atoms_to_data(atoms: Atoms, energy=None, forces=None, stress=None, *, label: str | None = None) -> Data:
     """Convert an `ase.Atoms` into a validated `torch_geometric.data.Data`.
 
@@ -169,7 +171,7 @@ def atoms_to_data(atoms: Atoms, energy=None, forces=None, stress=None, *, label:
     _check_no_coincident_atoms(z, pos, cell, pbc, label)
     return data
 
-
+# %% ../../nbs/data/02_structures.ipynb #20471954
 def data_to_atoms(data: Data) -> Atoms:
     """Convert one structure (a `Data` as made by `atoms_to_data`) back into `ase.Atoms`.
 
@@ -230,7 +232,7 @@ def _first_nonfinite_frame(a: np.ndarray):
     bad = ~np.isfinite(a.reshape(len(a), -1)).all(axis=1)
     return int(np.argmax(bad)) if bad.any() else None
 
-
+# %% ../../nbs/data/02_structures.ipynb #584647aa
 def frames_to_data(R, z, E=None, F=None, *, source: str = "arrays") -> list[Data]:
     """Validate arrays of one molecule (already in A, eV, eV/A) and make one `Data` per frame.
 
@@ -301,7 +303,7 @@ def frames_to_data(R, z, E=None, F=None, *, source: str = "arrays") -> list[Data
         out.append(d)
     return out
 
-
+# %% ../../nbs/data/02_structures.ipynb #c8b647df
 def check_molecule(z: np.ndarray, pos: np.ndarray, label: str) -> None:
     """Check one molecule given as arrays: elements 1..118, finite positions, no two atoms closer than `MIN_DISTANCE`."""
     if len(z) == 0:

@@ -29,7 +29,7 @@ LENGTH_UNITS = {
 }
 "Length units accepted by the loaders and their value in Angstrom."
 
-
+# %% ../../nbs/data/01_units.ipynb #fdece4a4
 def energy_factor(unit: str) -> float:
     """Factor that converts an energy given in `unit` (a key of `ENERGY_UNITS`) to eV."""
     try:

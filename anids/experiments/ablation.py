@@ -89,6 +89,7 @@ def _pretrain_seed_problem(path, spec) -> str|None:
         return f"weights of a pre-training of {steps} steps, the row's of {spec['pretrain_steps']}"
     return None
 
+# %% ../../nbs/experiments/08_ablation.ipynb #aceaa020
 def ablation_run(row: str, seed: int, train_file, test_file, epochs: int = 15, recipe: str = "md17-demo",
                  out_dir="runs/ablation", n_val: int = 50, threads: int = 1, checkpoint_dir=None,
                  label: str|None = None,   # name of the row in the results (default: `row`), e.g. 'sigma_p=0.5'
@@ -168,6 +169,7 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
 _RUNTIME_SETTINGS = {"seed", "threads", "accelerator", "devices", "num_nodes", "strategy", "progress", "eval_batch_size",
                      "checkpoint_every_n_steps", "train_generator"}
 
+# %% ../../nbs/experiments/08_ablation.ipynb #09ed46f0
 def ablation_run_from_metrics(run_dir,               # a finished `anids-train` (or `fit`) run: its folder or its metrics.json
                               row: str,              # the row of ABLATION_ROWS it trained
                               recipe: str,           # the recipe it was trained with (metrics.json has the settings, not the name)
@@ -240,6 +242,7 @@ def ablation_c_checkpoint(checkpoint_root, label: str, steps: int, batch_size: i
                  out_dir=ck / "run", checkpoint_dir=ck, progress=False, **ABLATION_C_VARIANTS[label])
     return {k: v for k, v in r.items() if k != "curves"}
 
+# %% ../../nbs/experiments/08_ablation.ipynb #8d90e35f
 def run_ablation_c(train_file, test_file, checkpoint_root, variants=None, seeds=(0, 1, 2), epochs: int = 15,
                    workers: int = 1,
                    pretrain_steps: int = 4250,    # the budget of the shipped QM9 checkpoints (row 'anids')
@@ -295,6 +298,7 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
 PRETRAINING_LENGTHS = (2125, 4250, 8500)
 "Pre-training steps (of 64 QM9 molecules) of the CPU length study: half the shipped budget, the shipped budget, twice it."
 
+# %% ../../nbs/experiments/08_ablation.ipynb #88b15fdd
 def pretraining_length_gaps(runs: list[dict],                 # ablation runs (`run_ablation`, a results file's "runs")
                             metric: str = "force_mae_meV_A",  # a key of each run's "test" metrics
                             method: str = "anids", reference: str = "dens",
@@ -328,6 +332,7 @@ def pretraining_length_gaps(runs: list[dict],                 # ablation runs (`
                             "lower": sum(d < 0 for d in pair["diffs"].values()), "diffs": pair["diffs"]})
     return out
 
+# %% ../../nbs/experiments/08_ablation.ipynb #c566b2f5
 def length_gap_summary(gaps: list[dict]) -> list[dict]:
     """The pre-trainings of each (fine-tuning epochs, pre-training steps) of `pretraining_length_gaps` together: mean ±
     std over the pre-trainings of their mean gap and of each row's mean, and in how many of all pairs `method` is lower."""
@@ -344,6 +349,7 @@ def length_gap_summary(gaps: list[dict]) -> list[dict]:
                     "lower": sum(g["lower"] for g in gs), "pairs": sum(g["n"] for g in gs)})
     return out
 
+# %% ../../nbs/experiments/08_ablation.ipynb #6726f0f7
 def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = None):
     """A panel per fine-tuning length: each pre-training's gap (mean ± std over fine-tuning seeds, one colour per
     pre-training seed) at its pre-training length, and the mean ± std over the pre-trainings of each length, joined."""
@@ -378,4 +384,3 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
-

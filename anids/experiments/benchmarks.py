@@ -39,6 +39,7 @@ def rmd17_sets(molecule: str = "aspirin", split: int = 1, n_train: int = 50, n_v
                         f"test: index_test_0{split}.csv"}
     return _sets(frames, tr, va, te, info, max_test)
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #6c3e0da1
 def xyz_sets(train_file, test_file, n_train: int = 50, n_val: int = 50, seed: int = 0, molecule: str|None = None,
              max_test: int|None = None, **read_kw) -> dict:
     """The same protocol on a pair of labelled files (anything `anids.data.datasets.read_structures` reads): `n_train` + `n_val`
@@ -62,6 +63,7 @@ def md22_sets(name: str = "AT-AT-CG-CG", n_train: int|None = None, n_val: int = 
             "protocol": f"{len(tr)} train + {len(va)} validation + the other {len(te)} frames for testing (seed {seed})"}
     return _sets(frames, tr, va, te, info, max_test)
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #99040c68
 def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0, pretrained: str|None = "qm9",
                   out_dir: str|Path = "runs/benchmark", **settings) -> dict:
     """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.experiments.sections.RUN_SCHEMAS`
@@ -82,6 +84,7 @@ def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
             "train_generator": m["config"]["train_generator"], "n_parameters": m["n_parameters"],
             "train_time_s": m["train_time_s"], "wall_time_s": m["wall_time_s"], "test": t, "run_dir": str(r["run_dir"])}
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #f9f01dc4
 def write_benchmark(kind: str, runs: list[dict], path, description: str, code_versions: dict|None = None, **context) -> Path:
     """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,
     device, threads, settings, ...) and the package versions and git revision (`code_versions`: those the runs started
@@ -95,6 +98,7 @@ def write_benchmark(kind: str, runs: list[dict], path, description: str, code_ve
 
 def _safe(name: str) -> str: return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name)).strip("_")
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #d519c825
 def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds=(0, 1, 2),
                   budget: str = "cpu",              # the table's budget: paper | cpu (BENCHMARK_BUDGETS)
                   pretrained: str|None = "budget",  # 'budget': the budget's weights; 'qm9', 'pcqm4mv2', a path, or None
@@ -134,6 +138,7 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
                 write_benchmark(kind, runs, results_path, description, started, wall_time_s=time.time() - t0, **context)
     return runs
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #2fa5a61e
 def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
     """Ours as text: per method the test force MAE and RMSE, mean ± std over seeds, and the paired (same seed) differences
     to no pre-training and to DeNS (`ablation_table` keyed by method)."""
@@ -149,6 +154,7 @@ def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
                      f"{vs(e, 'vs dens'):>15s}" + (f"  ({e['n_diverged']} diverged)" if e["n_diverged"] else ""))
     return "\n".join(lines)
 
+# %% ../../nbs/experiments/09_benchmarks.ipynb #ede3f893
 def plot_method_table(runs: list[dict], reference: dict[str, float]|None = None, ax=None, title: str = ""):
     "Test force MAE per method: the mean (bar), ± std, one dot per seed; `reference` values (e.g. the paper's) as lines."
     import matplotlib.pyplot as plt

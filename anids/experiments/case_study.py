@@ -42,6 +42,7 @@ def rattled_crystal_frames(n_frames: int = 100, seed: int = 0, rattle: float = 0
         out.append(s)
     return out
 
+# %% ../../nbs/experiments/03_case_study.ipynb #5381c21b
 def pretraining_structures(n_frames_per_molecule: int = 30, n_crystal_frames: int = 100, seed: int = 0,
                            molecules: dict|None = None) -> tuple[list[Atoms], dict]:
     "The pre-training set (molecular MD frames + rattled crystals) and a description with a content hash."
@@ -63,6 +64,7 @@ def pretraining_structures(n_frames_per_molecule: int = 30, n_crystal_frames: in
             "seed": seed, "sha256_positions": h.hexdigest(), "generation_time_s": time.time() - t0}
     return structures, info
 
+# %% ../../nbs/experiments/03_case_study.ipynb #9078846c
 def pretrain_generator(structures: list[Atoms], method: str = "anids", out_dir="runs/case_study", epochs: int = 20,
                        preset: str = "demo", generator_preset: str = "generator", sigma_p: float = 0.1,
                        batch_size: int = 8, lr: float = 5e-4, seed: int = 0, val_fraction: float = 0.1,
@@ -82,6 +84,7 @@ def pretrain_generator(structures: list[Atoms], method: str = "anids", out_dir="
     metrics["final_train_losses"] = _last_epoch_losses(out_dir)
     return metrics
 
+# %% ../../nbs/experiments/03_case_study.ipynb #8d9475c1
 def _last_epoch_losses(run_dir) -> dict:
     import csv
     files = sorted(Path(run_dir).glob("logs/version_*/metrics.csv"))

@@ -51,6 +51,7 @@ def crystal_summary(records, test: str|None = None, metrics=CRYSTAL_METRICS, ref
             out[metric] = {e["row"]: e for e in seed_table(values, refs)}
     return out
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #583d07dc
 def _cell(e: dict|None, digits: int = 2) -> str:
     if e is None: return "—"
     if e["n_seeds"] == 0: return f"diverged ({e['n_diverged']})" if e["n_diverged"] else "—"
@@ -87,6 +88,7 @@ def paired_frame(summary: dict, ref: str = "none") -> pd.DataFrame:
     df.index.name = f"minus {method_label(ref)}, same seed"
     return df
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #c4e923a3
 def per_seed_frame(records, test: str|None = None, ref: str = "none",
                    metrics=("energy_mae_meV_atom", "force_mae_meV_A", "stress_mae_GPa")) -> pd.DataFrame:
     "Every run: status, its test MAEs and its difference to `ref` with the same seed."
@@ -117,6 +119,7 @@ def _mace_runs(path) -> list[dict]:
         if "seed" not in r: raise ValueError(f"{path}: run {i} has no seed")
     return runs
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #76b67713
 def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
     """MACE's test errors from a results JSON for the table's MACE row (MACE is not run here): a list `runs` of records,
     each with a `seed` and any of the table's metric names in its units (meV/atom, meV/Å, GPa), at the top of the
@@ -141,6 +144,7 @@ def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
     folder = f"{paths[0].parent.name}/" if len(paths) > 1 and len({q.parent for q in paths}) == 1 else ""
     return {"file": label or folder + where, "metrics": out}
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #633ec64b
 def mace_entry(path, how: str|None = None, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
     """`read_mace` plus MACE's budget, as a results file stores it (`store_mace_entry`): `how` it was chosen (in words)
     and the epochs, CPU seconds and wall seconds of every MACE run in seed order (`compare_mace.py` records them)."""
@@ -174,6 +178,7 @@ def store_mace_entry(results_path, mace: dict) -> Path:
 def _rel(x: float, base: float) -> str:
     return "—" if not (np.isfinite(x) and np.isfinite(base)) else f"{100 * (x - base) / base:+.1f} %"
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #6cb6015b
 def paper_comparison(table: str, summary: dict, mace: dict|None = None) -> pd.DataFrame:
     """The paper's rows (as printed) beside ours, quantity by quantity, each with its change relative to the baseline:
     no denoising where the paper's table has it (Table 2), else DeNS (Table 4). Absolute numbers compare only on the
@@ -268,6 +273,7 @@ def _clean(x):
     if isinstance(x, np.integer): return int(x)
     return x
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #736ed4ed
 def _run_record(r: dict, kind: str, tests: list) -> dict:
     "One run in the report's schema for `kind` (anids.experiments.sections.RUN_SCHEMAS)."
     t = {n: (r["tests"].get(n) or {}) for n in tests}
@@ -295,6 +301,7 @@ def _run_record(r: dict, kind: str, tests: list) -> dict:
     if r["status"] == "diverged": rec["diverged"] = r["diverged"]
     return rec
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #a86a2227
 _UNITS = {"mlearn": {"energy": "meV/atom", "force": "meV/A", "stress": "GPa"},
           "oc22": {"energy": "meV per structure", "force": "meV/A"},
           "mptrj_alexandria": {"energy": "eV/atom", "force": "eV/A", "stress": "eV/A^3 (ASE's sign)"}}
@@ -304,6 +311,7 @@ def _pretrained_words(pretrained) -> str:
         return ", ".join(f"{_weights_label(p)} ({m})" for m, p in sorted(pretrained.items()) if p) + " (other methods from scratch)"
     return _weights_label(pretrained)
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #c227565d
 def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mace: dict|None = None,
                     out_dir=None, layout: str = RUN_LAYOUT) -> dict:
     """The results of a crystal table in the report's schema for `setup.kind` (`anids.experiments.sections.RUN_SCHEMAS`): one record
@@ -350,6 +358,7 @@ def write_crystal_results(results: dict, results_dir="results", kind: str|None =
         raise
     return path
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #2b81a7b6
 def records_from_results(path, epochs: int|None = None, settings: dict|None = None, backbone: str|None = None,
                          preset: str|None = None) -> tuple[list[dict], dict|None]:
     """The run records of an mlearn results file (`write_crystal_results`) as `crystal_run` returns them, and its MACE
@@ -402,6 +411,7 @@ def _table_identity(d: dict) -> dict:
 
 def _as_list(x) -> list: return list(x) if isinstance(x, (list, tuple)) else [x]
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #c59f3bf8
 def merge_crystal_results(paths, results_dir="results", mace: dict|None = None) -> Path:
     """One mlearn results file from several parts of the same table (the same settings apart from the seed), written as
     `results_dir/<name>.json` and read back with the report's reader. The runs of all parts, the summary recomputed over
@@ -514,6 +524,7 @@ def load_crystal_study(name_or_path="crystals_mlearn") -> dict[str, dict]:
     if not rows: raise ValueError(f"{path} holds no [[row]]")
     return rows
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #e690d909
 def crystal_study_setups(rows: dict, mlearn_dir, budget: str = "cpu", check_files: bool = True) -> list[tuple[str, str, CrystalSetup]]:
     "(row, element, setup) for every row and element: `crystal_setup` of the row's settings on `<mlearn_dir>/<element>`."
     out = []
@@ -541,6 +552,7 @@ def run_crystal_study(name_or_path="crystals_mlearn", mlearn_dir="data/mlearn", 
         paths.append(write_crystal_results(crystal_results(records, setup, out_dir=out_dir), results_dir))
     return paths
 
+# %% ../../nbs/experiments/10_crystal_results.ipynb #6222bbfd
 def crystal_study_table(name_or_path="crystals_mlearn", results_dir="results", metric: str = "force_mae_meV_A",
                         budget: str = "cpu") -> pd.DataFrame:
     """One line per row and element: the results file, and `metric` of every method (mean ± std over the file's seeds)

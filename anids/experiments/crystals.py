@@ -90,6 +90,7 @@ def pretrained_tag(pretrained) -> str:
         return "_pretrained" + "".join(f"-{m}-{_weights_label(p)}" for m, p in sorted(pretrained.items()) if p)
     return f"_pretrained{_weights_label(pretrained)}"
 
+# %% ../../nbs/experiments/02_crystals.ipynb #dd8250ae
 @dataclass
 class CrystalSetup:
     "What one crystal table runs: recipe and settings, the files, and the names its runs and results go by."
@@ -136,10 +137,12 @@ class CrystalSetup:
         model = "" if (self.backbone, self.backbone_preset) == usual else f"_{self.backbone}_{self.backbone_preset}"
         return f"{self.table}_{self.budget}_{self.system}{model}{self.tag}"
 
+# %% ../../nbs/experiments/02_crystals.ipynb #3c62a2d6
 def _check_files(train, tests: dict, how: str) -> None:
     missing = [str(p) for p in [train, *tests.values()] if not Path(p).is_file()]
     if missing: raise FileNotFoundError(f"missing data file(s): {', '.join(missing)}. {how}")
 
+# %% ../../nbs/experiments/02_crystals.ipynb #2bf60ccf
 def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si", backbone: str|None = None,
                   epochs: int|None = None, train_file=None, test_files=None, mlearn_dir=None, paper_dir=None,
                   device: str = "cpu", pretrained=None, backbone_preset: str|None = None,
@@ -249,6 +252,7 @@ def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir, pret
         raise ValueError(f"{run_dir} holds a finished run that is not this table's: {'; '.join(diff)}. Give another "
                          "out_dir or layout, or remove that folder")
 
+# %% ../../nbs/experiments/02_crystals.ipynb #425c0429
 def load_crystal_sets(train_file, test_files: dict, seed: int, val_fraction: float = 0.05, stress_order: str = "check",
                       energy_key: str = "energy", forces_key: str = "forces", stress_key: str|None = None) -> dict:
     """Training, validation and test structures exactly as `anids-train --train ... --test ... --seed ...` makes them
@@ -277,6 +281,7 @@ def _further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, ene
     cache.write_text(json.dumps(m, indent=1))
     return m
 
+# %% ../../nbs/experiments/02_crystals.ipynb #14909e1c
 def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: str = CPU_RECIPE, out_dir="runs/mlearn",
                 system: str = "Si", layout: str = RUN_LAYOUT, read_only: bool = False, resume: bool = True,
                 pretrained=None, threads: int = 1, progress: bool = False, val_fraction: float = 0.05,
@@ -329,6 +334,7 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
             "stress_order": (m.get("extra") or {}).get("stress_order"), "device": cfg_saved.get("accelerator"),
             "threads": cfg_saved.get("threads"), "pretrained": m.get("pretrained")}
 
+# %% ../../nbs/experiments/02_crystals.ipynb #782e6bda
 def _crystal_worker(job: dict) -> dict:
     torch.set_num_threads(max(1, job.get("threads", 1)))
     return crystal_run(**job)

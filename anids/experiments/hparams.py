@@ -41,6 +41,7 @@ def _eqv2_model_column(preset: dict) -> dict:
 RECIPE_OF_TABLE = {"oc22_hparams": "oc22", "mptrj_eqv2_hparams": "mptrj-eqv2", "mptrj_geomformer_hparams": "mptrj"}
 "The training recipes (anids.train.RECIPES) that carry the paper's single-column hyper-parameter tables."
 
+# %% ../../nbs/experiments/05_hparams.ipynb #a14002a5
 def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
     "The project's own settings for hyper-parameter table `key` (same rows and columns), and where they come from; None if it has none."
     from anids.nn.backbones import PRESETS
@@ -112,6 +113,7 @@ def hparam_ours(key: str) -> tuple[pd.DataFrame, str]|None:
                 "GeoMFormer presets 'mptrj_generator' (generator) and 'mptrj' (denoiser) of anids.nn.backbones.PRESETS")
     return None
 
+# %% ../../nbs/experiments/05_hparams.ipynb #ed6a66bb
 def _fmt_setting(v) -> str:
     if isinstance(v, tuple): return v[1]
     return f"{v:g}" if isinstance(v, float) else str(v)

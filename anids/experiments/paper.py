@@ -23,6 +23,7 @@ def _to_float(cell) -> float:
     if s.endswith("M"): return float(s[:-1]) * 1e6
     return float(s)
 
+# %% ../../nbs/experiments/01_paper.ipynb #4885bf04
 @dataclass
 class PaperTable:
     "One table of the paper, cell by cell as printed."
@@ -52,6 +53,7 @@ class PaperTable:
         "The cells as floats (NaN where the paper prints no number)."
         return self.frame.apply(lambda col: col.map(_to_float))
 
+# %% ../../nbs/experiments/01_paper.ipynb #200f341e
 def _frame(rows: dict, columns, index_name: str) -> pd.DataFrame:
     "A table of strings from {row: 'cells separated by blanks'} or {row: [cells]}."
     data = {r: (v.split() if isinstance(v, str) else list(v)) for r, v in rows.items()}
@@ -78,6 +80,7 @@ def paper_tables_file(name: str = "tables.toml") -> Path:
     from anids.provenance import data_file
     return data_file("paper", name)
 
+# %% ../../nbs/experiments/01_paper.ipynb #fe707e5b
 def _paper_table(raw: dict, where: str, selections: dict|None = None) -> PaperTable:
     """One `[[table]]` of the file as a PaperTable, checked; errors start with `where` (the file and the table).
     `selections`: the file's `[selection]` texts, by name; a results table names one in `selection`."""
@@ -123,6 +126,7 @@ def _paper_table(raw: dict, where: str, selections: dict|None = None) -> PaperTa
                       improvements={c: p for c, p in zip(cols, imp) if p}, improvement_over=raw.get("improvement_over"),
                       note=raw.get("note", ""), selection=selections.get(raw.get("selection"), ""))
 
+# %% ../../nbs/experiments/01_paper.ipynb #aa2618b1
 def load_paper_tables(path) -> dict[str, PaperTable]:
     """The paper's tables in a TOML file (one `[[table]]` each; the format is data/paper/tables.toml's header) as
     {key: PaperTable}, in the file's order. Checked, with errors that name the file and the table: no unknown and no

@@ -34,6 +34,7 @@ def pretraining_sets(dataset: str = "qm9", max_structures: int|None = None, n_va
         raise ValueError(f"unknown pre-training data set {dataset!r}; use 'qm9' or 'pcqm4mv2'")
     return train, val
 
+# %% ../../nbs/experiments/07_pretraining.ipynb #bda73236
 def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | anids
              budget: str = "demo",            # demo | paper | paper-md17 (PRETRAIN_BUDGETS)
              dataset: str|None = None,        # qm9 | pcqm4mv2 (default: the budget's)
@@ -85,6 +86,7 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
         (Path(checkpoint_dir) / f"{name}.json").write_text(json.dumps({**provenance, "curves": curves}, indent=1, default=str))
     return {**provenance, "checkpoint": str(ckpt) if ckpt else str(run_dir / "model.pt"), "run_dir": str(run_dir), "curves": curves}
 
+# %% ../../nbs/experiments/07_pretraining.ipynb #da1f87ac
 def heldout_denoising_loss(model, structures: list, config,  # a TrainConfig: its noise (method, sigma_p) and loss weights
                            repeats: int = 3, batch_size: int = 64, seed: int = 0) -> dict:
     """Algorithm 1's denoising loss of `model` (every atom corrupted, `config`'s noise) on held-out structures: the loss
@@ -110,6 +112,7 @@ def heldout_denoising_loss(model, structures: list, config,  # a TrainConfig: it
     model.train(was_training)
     return {"mean": float(np.mean(per_repeat)), "repeats": per_repeat, "n_structures": len(structures), "seed": seed}
 
+# %% ../../nbs/experiments/07_pretraining.ipynb #be5bacc1
 def training_curves(run_dir, keys=("train/loss", "train/denoise", "train/kl", "train/gamma", "noise/kl", "noise/anisotropy",
                                    "noise/a_mean", "noise/gamma_mean")) -> dict[str, list[tuple[int, float]]]:
     "(step, value) series of the logged training quantities of a run (Lightning CSV log)."
@@ -133,6 +136,7 @@ def checkpoint_provenance(path) -> dict|None:
             return (ck.get("extra") or {}).get("provenance") if isinstance(ck, dict) else None
     raise FileNotFoundError(f"no checkpoint at {path} (nor under {repo_root() or Path.cwd()})")
 
+# %% ../../nbs/experiments/07_pretraining.ipynb #425e549d
 @torch.no_grad()
 def generator_statistics(model, structures, batch_size: int = 64) -> dict:
     """What a generator does on `structures`: per atom the eigenvalue ratio lambda_max / lambda_min of Sigma_i, a_i and
@@ -157,6 +161,7 @@ def generator_statistics(model, structures, batch_size: int = 64) -> dict:
             "a_quantiles": q(a), "gamma_mean": float(gamma.mean()), "per_element": per_element,
             "ratio": ratio, "a": a, "z": z}
 
+# %% ../../nbs/experiments/07_pretraining.ipynb #96527fca
 def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretrain`): whose denoiser is evaluated
                          noise,              # a pre-trained checkpoint whose noise (method, generator, sigma_p) it faces, or "dens"
                          structures: list,   # held-out equilibrium structures

@@ -68,6 +68,7 @@ def md17_splits(molecule: str, dataset: str = "bundled", seed: int = 0, n_train:
         info["provenance"] = D.read_provenance(D.bundled_path(molecule))
     return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
 
+# %% ../../nbs/experiments/01_protocols.ipynb #ba64ad5c
 def describe_data(info: dict) -> str:
     "One line saying what data a run used: set, file, size, and how the bundled files were made (method, MD temperature)."
     line = f"data: {info['dataset']} {info['molecule']} ({info['n_frames']} frames, {info['n_atoms']} atoms)"
@@ -191,6 +192,7 @@ def check_output(path, reference: bool, root=None) -> Path:
                              f"to remake them (with the reference settings), or write elsewhere ({kind}/{LOCAL_OUTPUTS}/ by default)")
     return path
 
+# %% ../../nbs/experiments/01_protocols.ipynb #c29da2da
 def output_dirs(reference: bool = False, results_dir=None, figures_dir=None, root=None) -> tuple[Path, Path]:
     """(results folder, figures folder) of an experiment notebook, created: with `reference` the shipped `results/` and
     `figures/` of the repository (`root`, default the checkout, else the working directory), else `results/local/` and
@@ -244,6 +246,7 @@ def study_dirs() -> list[Path]:
     from anids.provenance import data_dirs
     return data_dirs("studies")
 
+# %% ../../nbs/experiments/01_protocols.ipynb #19d47a1e
 def load_study(name_or_path) -> dict[str, dict]:
     """The rows of a study, by name: a declarative table (`data/studies/<name>.toml`, one `[[row]]` each) that
     `run_ablation` executes and the ablation notebook reports. Each row's settings as `ablation_run` takes them: its
@@ -269,6 +272,7 @@ def load_study(name_or_path) -> dict[str, dict]:
         rows[raw["name"]] = row
     return rows
 
+# %% ../../nbs/experiments/01_protocols.ipynb #77d6098a
 def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
     """`worker(job)` for every job, in this process (`workers` <= 1) or in `workers` spawned processes; each result is
     handed to `on_result` as it arrives (to write a results file as runs finish). Returns the results in arrival order.
@@ -285,6 +289,7 @@ def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
             for r in pool.imap_unordered(worker, jobs): _take(r)
     return out
 
+# %% ../../nbs/experiments/01_protocols.ipynb #532d8901
 def seed_table(values: dict, refs=("none",)) -> list[dict]:
     """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.
 
@@ -310,4 +315,3 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
                                   "diffs": diffs}
         rows.append(entry)
     return rows
-

@@ -104,6 +104,7 @@ _PROVENANCE_COLUMNS = {"what": "what", "seeds": "seeds", "started_at": "started 
 _PROVENANCE_ALWAYS = ("seeds", "started at", "revision", "concurrency", "resumed", "CPU s", "note")
 _RESUME_FIELDS = ("stopped_at_epoch", "resumed_at")     # told in the `resumed` cell
 
+# %% ../../nbs/experiments/06_report.ipynb #338e57f4
 def _prov_label(key: str) -> str: return _PROVENANCE_COLUMNS.get(key, key.replace("_", " "))
 
 def _prov_cell(v) -> str:
@@ -122,6 +123,7 @@ def _prov_frame(entries: list, order: list, always=()) -> pd.DataFrame:
     t.index.name = "rows"
     return t
 
+# %% ../../nbs/experiments/06_report.ipynb #caae0e4c
 def _provenance_tables(path, d: dict, shown=None, known=None) -> dict:
     """A results file's `provenance` (a list of records, one per group of its rows) as tables {title: frame}: how the runs
     were made (seeds, the revision they started at and the one recorded, how many ran at a time, resumed or not, CPU
@@ -158,6 +160,7 @@ def _provenance_tables(path, d: dict, shown=None, known=None) -> dict:
     if pre: out[f"The pre-trainings they start from ({name})"] = _prov_frame(pre, [])
     return out
 
+# %% ../../nbs/experiments/06_report.ipynb #8017731d
 def ablation_sections(results_dir) -> list[Section]:
     "Table 3 (a), (b), (c) with our ablation runs."
     files = _files(results_dir, "ablation_*.json")
@@ -208,6 +211,7 @@ def overhead_files(results_dir) -> list[Path]:
 
 COST_MAP = {"EqV2 (No Noise)": "none", "EqV2 + DeNS": "dens", "EqV2 + DenoiseVAE": "denoisevae", "EqV2 + AniDS (Ours)": "anids"}
 
+# %% ../../nbs/experiments/06_report.ipynb #fd8f1ae9
 def cost_section(results_dir) -> Section:
     "Table 17 with our parameter counts and epoch times."
     paper = PAPER_TABLES["computational_cost"]
@@ -312,6 +316,7 @@ def _stat(rs, metric) -> Stat|None:
     where = f"{', '.join(sorted({r['file'] for r in rs}))}, {run_label(rs[0])}, {metric}" if rs else ""
     return seed_stats([v for _, v in vals], [s for s, _ in vals], where) if vals else None
 
+# %% ../../nbs/experiments/06_report.ipynb #b77d12e3
 def oc22_section(results_dir) -> Section:
     paper = PAPER_TABLES["oc22"]
     recs, prov, files = _runs_of(results_dir, "oc22")
@@ -342,6 +347,7 @@ def mptrj_section(results_dir) -> Section:
 
 def _norm_name(s: str) -> str: return re.sub(r"[^a-z0-9]", "", str(s).lower())
 
+# %% ../../nbs/experiments/06_report.ipynb #531daddd
 def rmd17_section(results_dir) -> Section:
     paper = PAPER_TABLES["rmd17"]
     recs, prov, files = _runs_of(results_dir, "rmd17")
@@ -362,6 +368,7 @@ def rmd17_section(results_dir) -> Section:
     return Section("rmd17", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov, notes, files,
                    extra, data={"paper": paper.numeric(), "ours": stats})
 
+# %% ../../nbs/experiments/06_report.ipynb #7b198985
 def md22_section(results_dir) -> Section:
     paper = PAPER_TABLES["md22"]
     recs, prov, files = _runs_of(results_dir, "md22")
@@ -381,6 +388,7 @@ def md22_section(results_dir) -> Section:
 
 GEOMOPT_COLUMNS = {"anids": "AniDS", "dens": "DeNS", "none": "No Denoising"}
 
+# %% ../../nbs/experiments/06_report.ipynb #0e9c5add
 def geometry_section(results_dir) -> Section:
     paper = PAPER_TABLES["geometry_optimisation"]
     recs, prov, files = _runs_of(results_dir, "geometry_optimisation")
@@ -429,6 +437,7 @@ def _generic_section(results_dir, kind: str, title: str, note: str) -> Section:
     df.index.name = " / ".join(group_keys + ["model"])
     return Section(kind, title, df, None, MEASURED if recs else NOT_RUN, prov, [note], files)
 
+# %% ../../nbs/experiments/06_report.ipynb #bf7cfe49
 def mlearn_section(results_dir) -> Section:
     """Ours on the mlearn crystals, and MACE where a results file carries a `mace` entry (MACE trained on the same split
     at the CPU time of our runs; `anids.experiments.crystal_results.read_mace` plus the budget): one row per file, named by it."""
@@ -452,6 +461,7 @@ def mlearn_section(results_dir) -> Section:
                                          "as the description says", None))
     return sec
 
+# %% ../../nbs/experiments/06_report.ipynb #dabbe434
 def compare_mace_section(results_dir) -> Section|None:
     f = Path(results_dir) / "compare_mace.json"
     if not f.is_file(): return None
@@ -589,6 +599,7 @@ weights) give the best DeNS σ_p measured, its `generator_statistics_train.mean_
 frozen generator (tr Σ_i / 3 over the training atoms)."""
 _DENS_SIGMA_ROW = re.compile(r"dens(?: sigma_p=([0-9.]+))?")
 
+# %% ../../nbs/experiments/06_report.ipynb #dbb98d70
 def headline_table(results_dir="results", checkpoint_dir=None, ours: str = HEADLINE_OURS, mace=HEADLINE_MACE,
                    sweep: str = HEADLINE_SWEEP) -> str:
     """The README's headline table (Markdown): the rows of `HEADLINE_ROWS` from the re-run `ours`, DeNS at the best σ_p
@@ -655,6 +666,7 @@ def headline_table(results_dir="results", checkpoint_dir=None, ours: str = HEADL
 HPARAM_TABLES = ("md17_hparams", "rmd17_hparams", "oc22_hparams", "oc22_model", "mptrj_eqv2_hparams", "mptrj_eqv2_model",
                  "mptrj_geomformer_hparams", "mptrj_geomformer_model")
 
+# %% ../../nbs/experiments/06_report.ipynb #2d3eb33b
 @dataclass
 class Report:
     "The paper's tables with ours beside them, the tables of ours only, and the inventory of results files."
@@ -699,6 +711,7 @@ class Report:
         tex_path.write_text(self.to_latex(out.parent))
         return out, tex_path
 
+# %% ../../nbs/experiments/06_report.ipynb #8b05be86
 REPORT_TITLE, REPORT_INTRO = REPORT_DATA["text"]["title"], REPORT_DATA["text"]["intro"]
 REPORT_HEADER = f"# {REPORT_TITLE}\n\n{REPORT_INTRO}\n"
 
@@ -837,6 +850,7 @@ class Study:
 
 STUDY_KEYS = ("slug", "title", "summary", "commands", "results", "sections", "figures")
 
+# %% ../../nbs/experiments/06_report.ipynb #cef8c49f
 def load_studies(path) -> list[Study]:
     "The studies of a TOML file (one `[[study]]` each), checked: known keys, unique slugs, a summary and a command each."
     import tomllib
@@ -875,6 +889,7 @@ def _demote(markdown: str) -> str:
 
 _FIGURE_OF = {"ablation_a": "ablation"}   # report_figures draws Table 3 (a) and (b) as one figure
 
+# %% ../../nbs/experiments/06_report.ipynb #ff428a08
 def study_page(study: Study, results_dir, figures_dir, out_dir, draw: bool = True) -> str:
     """The Markdown page of `study`: the report built on a folder that holds only its results files, so that each table
     shows exactly them. `draw`: write the report's figures for those files to `figures_dir/<slug>_report_*.png`."""
@@ -908,6 +923,7 @@ def study_page(study: Study, results_dir, figures_dir, out_dir, draw: bool = Tru
     out += ["## Results files", "", ", ".join(f"`{f.name}`" for f in files), ""]
     return "\n".join(out).rstrip() + "\n"
 
+# %% ../../nbs/experiments/06_report.ipynb #55833cc4
 def studies_index(studies: list[Study], pages_dir: str, studies_file: str = "studies.toml") -> str:
     "The index: each study's title linked to its page (in `pages_dir`, relative to the index), and its summary's first sentence."
     out = ["# Results", "", "What was measured here, one page per study. Each page is made from its results files "

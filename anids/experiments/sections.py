@@ -46,6 +46,7 @@ def _short_rev(d: dict) -> str|None:
         if isinstance(rev, str) and rev: return rev[:7]
     return None
 
+# %% ../../nbs/experiments/04_sections.ipynb #1ddcd73b
 def machine_of(d: dict) -> str:
     "Where a result was measured, as far as the file says ('not recorded' otherwise)."
     env = d.get("environment_before")
@@ -92,6 +93,7 @@ def _metric(value, path, where):
     if not _is_number(value): raise ValueError(f"results file {Path(path).name}{where}: expected a number, got {value!r}")
     return float(value)
 
+# %% ../../nbs/experiments/04_sections.ipynb #30da931f
 def read_runs(path, kind: str) -> tuple[dict, list[dict]]:
     "The top level and the validated run records of a results file of `kind` (a key of RUN_SCHEMAS)."
     if kind not in RUN_SCHEMAS: raise ValueError(f"unknown kind of results {kind!r}; known: {sorted(RUN_SCHEMAS)}")
@@ -121,6 +123,7 @@ def read_runs(path, kind: str) -> tuple[dict, list[dict]]:
         records.append(rec)
     return d, records
 
+# %% ../../nbs/experiments/04_sections.ipynb #bb1543e6
 def run_label(rec: dict) -> str:
     "How a run is named in a table: its `model`, else '<backbone> (<preset>) + <method>'."
     if rec.get("model"): return str(rec["model"])
@@ -194,6 +197,7 @@ class Section:
         "This section as LaTeX (no preamble)."
         return _section_latex(self, figure, relative_to)
 
+# %% ../../nbs/experiments/04_sections.ipynb #ac2ecb86
 def _ours_line(file: str, what: str, seeds=(), machine: str = "not recorded", rev: str|None = None) -> str:
     seeds = sorted({s for s in seeds if s is not None})
     s = f"`{file}`: {what}; seeds {', '.join(map(str, seeds)) if seeds else 'not recorded'}; machine: {machine}"
@@ -248,6 +252,7 @@ def _flat(df: pd.DataFrame) -> pd.DataFrame:
     if df.index.name is None: df.index.name = ""
     return df.reset_index()
 
+# %% ../../nbs/experiments/04_sections.ipynb #8267eb52
 def _md_table(df: pd.DataFrame) -> str:
     df = _flat(df).astype(str)
     df.columns = [str(c).replace("|", r"\|") for c in df.columns]
@@ -270,6 +275,7 @@ def _rel_path(path, relative_to) -> str:
 SELECTION_LEAD = REPORT_DATA["text"]["selection_lead"]
 "What starts the line under each table of the paper that says how the paper chose its numbers and how we chose ours."
 
+# %% ../../nbs/experiments/04_sections.ipynb #1056852b
 def _section_markdown(s: Section, figure=None, relative_to=None) -> str:
     out = [f"## {s.title}", ""]
     if s.paper is not None: out += [f"*The paper's caption:* {s.paper.caption} *Its numbers:* {s.paper.quantity}.", ""]

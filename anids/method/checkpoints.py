@@ -36,6 +36,7 @@ def _write_failed(e: BaseException) -> bool:
     "Whether `e` is a failed write: an OSError (ENOSPC, EIO, ...) or torch's RuntimeError from its writer ('file write failed')."
     return isinstance(e, OSError) or (isinstance(e, RuntimeError) and "writ" in str(e).lower())
 
+# %% ../../nbs/method/04_checkpoints.ipynb #75552fce
 def atomic_write(path, write) -> Path:
     """Write the file `path` as `write(tmp)` does at a temporary name in the same folder, then rename it to `path`
     (`os.replace`, atomic within one filesystem): a reader, or a run killed midway, sees the old file or the new one,
@@ -59,6 +60,7 @@ def atomic_write(path, write) -> Path:
         raise err from None
     return path
 
+# %% ../../nbs/method/04_checkpoints.ipynb #fb923fc6
 def trained_energy(extra: dict|None) -> bool|None:
     """Whether the run that a checkpoint's metadata `extra` describes trained the energy head: Algorithm 1 (scheme
     'pretrain') trains the denoising head alone. Read from its `config` (anids.train.fit) or `provenance.config` (the
@@ -84,6 +86,7 @@ SAFE_CHECKPOINT_GLOBALS = [TorchVersion]
 """Classes that checkpoints may name beyond torch's weights-only defaults: TorchVersion, a `str` subclass that
 checkpoints written before `plain_data` recorded as `torch.__version__` (its constructor runs no code of the file's)."""
 
+# %% ../../nbs/method/04_checkpoints.ipynb #cd6e3605
 def read_checkpoint(path, map_location="cpu") -> dict:
     """The contents of a checkpoint or weights file (`save_model`'s, a Lightning checkpoint), read with torch's
     weights-only unpickler: tensors, containers and plain values. A pickle is a program, and a `.pt` file is the way
@@ -106,6 +109,7 @@ def read_checkpoint(path, map_location="cpu") -> dict:
     except Exception as e:
         raise ValueError(f"{path} is not a readable checkpoint (corrupt or truncated file?): {type(e).__name__}") from None
 
+# %% ../../nbs/method/04_checkpoints.ipynb #8deefd33
 def load_model(path, map_location="cpu") -> AniDSModel:
     """Load a model written by `save_model` or a Lightning checkpoint of `anids.train` (`read_checkpoint`: no code runs);
     a run's folder means its model.pt. `model.energy_trained` says whether its energy head trained (False for a

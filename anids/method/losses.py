@@ -64,6 +64,7 @@ def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky 
     # atoms outside the mask get the factor 1 (their target is never used)
     return torch.where(m, math.sqrt(3) / mean.clamp_min(1e-30)[batch], torch.ones_like(frob))
 
+# %% ../../nbs/method/02_losses.ipynb #af6f127d
 def a_mean_target_scale(a: torch.Tensor,                  # [N] isotropic bases a_i of Sigma_i (A^2)
                         batch: torch.Tensor,              # [N] structure index
                         mask: torch.Tensor|None = None,   # [N] corrupted atoms (None: all)
@@ -86,6 +87,7 @@ TARGET_SCALES = ("a_batch_mean", "a_structure_mean", "per_structure", "prior", "
 corrupted atoms (the code released with the paper), of the structure's (the authors' commit 4c9ea9d), sqrt(3) over the
 structure's mean ||L^{-T}||_F (their later `L_norm_std`, without its constant factor sigma_p), by sigma_p, or not."""
 
+# %% ../../nbs/method/02_losses.ipynb #76f510c4
 def anids_loss(pred: torch.Tensor,                 # [N, 3] the denoiser's noise prediction phi(M~)_i
                L: torch.Tensor,                    # [N, 3, 3] Cholesky factors of Sigma_i
                eps: torch.Tensor,                  # [N, 3] the standard normal draws

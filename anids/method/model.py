@@ -54,6 +54,7 @@ class DenoisingConfig:
             raise ValueError("denoise_copy=True fits the labels on the clean original and trains the noisy copy on the "
                              "denoising terms alone: set supervise_corrupted=False")
 
+# %% ../../nbs/method/03_model.ipynb #41b98f47
 @dataclass
 class Prediction:
     energy: torch.Tensor                 # [B] eV (float64)
@@ -81,6 +82,7 @@ class Corruption:
         unless nothing could move (no noise drawn: method 'none', p = 0)."""
         return self.eps is not None and (is_sync_free() or bool(self.atoms.any()))
 
+# %% ../../nbs/method/03_model.ipynb #4a023abb
 @dataclass
 class DenoiserView:
     """What the denoiser is given and what it fits in one step: a batch, its positions and force encoding, the atoms
@@ -98,6 +100,7 @@ class DenoiserView:
     @property
     def n_supervised(self) -> int: return self.num_graphs if self.supervised is None else int(self.supervised.sum())
 
+# %% ../../nbs/method/03_model.ipynb #8bc492c2
 class AniDSModel(nn.Module):
     """Noise generator psi + denoising auto-encoder phi with energy, force, stress and noise outputs. A batch may carry
     `atom_mask` [N] bool: False marks the padding atoms of a fixed-shape batch (anids.train.fast), which add no energy,
@@ -138,7 +141,6 @@ class AniDSModel(nn.Module):
         refs = self.spec.get("atomic_energies") or {}
         return {int(z) for z in refs} or None
 
-
 # %% ../../nbs/method/03_model.ipynb #9b954cb0
 @patch
 def check_trained_for(self: AniDSModel, z: torch.Tensor, allow_unseen_elements: bool = False, allow_untrained: bool = False) -> None:
@@ -166,6 +168,7 @@ def set_edge_chunk_size(self: AniDSModel, size: int|None) -> "AniDSModel":
         if hasattr(m, "edge_chunk_size"): m.edge_chunk_size = size
     return self
 
+# %% ../../nbs/method/03_model.ipynb #42662226
 @patch(as_prop=True)
 def predicts_stress(self: AniDSModel) -> bool:
     "Whether `predict(compute_stress=True)` works: conservative forces (strain derivative) or a direct stress head."
@@ -381,6 +384,7 @@ def supervised_terms(self: AniDSModel, pred: Prediction, data, view: DenoiserVie
             if getattr(weights, f"lambda_{name}") > 0: terms[name] = fn(pred.stress[keep], target[keep], self.force_scale)
     return terms
 
+# %% ../../nbs/method/03_model.ipynb #54f05497
 @patch
 def denoising_term(self: AniDSModel, pred: Prediction, view: DenoiserView, cfg: DenoisingConfig) -> torch.Tensor:
     "Algorithm 2, line 26 (Eq. 9): ||L_i^{-T} eps_i - eps^_i||^2 over the moved atoms, in the target scale of `cfg`."
@@ -439,6 +443,7 @@ def cached_covariance(noise_cache: torch.Tensor) -> Covariance:
     L = noise_cache[:, :9].reshape(-1, 3, 3)
     return Covariance(L @ L.transpose(1, 2), noise_cache[:, 10], noise_cache[:, 9])
 
+# %% ../../nbs/method/03_model.ipynb #91b64674
 @torch.no_grad()
 def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progress: bool = False) -> list:
     "Copies of `structures` whose `noise_cache` [n, 11] holds the frozen generator's L_i = Cholesky(Sigma_i), a_i, Gamma_i."
@@ -493,6 +498,7 @@ def unmoved_supervised_view(data, moved: Corruption) -> DenoiserView:
     return DenoiserView(data, moved.pos, moved.force_encoding, moved.atoms, moved.L, moved.eps,
                         supervised=~_structures_with_moved_atoms(data, moved), a=moved.a)
 
+# %% ../../nbs/method/03_model.ipynb #90a66bf7
 def noisy_copy_view(data, moved: Corruption) -> DenoiserView:
     """Variant `denoise_copy`: the originals stay clean and fit every label; noisy copies of the structures with moved
     atoms are appended and train the denoising terms alone. L_i and eps_i follow the copies' atoms."""

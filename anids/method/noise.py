@@ -29,6 +29,7 @@ they lie in [min_residual * 0.005^2, (1 + min_residual) * 0.5^2] A^2 for AniDS (
 LOG_C_BOUND = 60.0
 "|ln c_i| at most this: exp() stays a positive, finite float32 (1e-26 .. 1e26), far beyond any trained c_i (ln c ~ 2)."
 
+# %% ../../nbs/method/01_noise.ipynb #b4007df1
 def anisotropic_covariance(a: torch.Tensor,           # [N] isotropic base a_i > 0
                            b: torch.Tensor,           # [E] anisotropic weight logits b_ij
                            c: torch.Tensor,           # [N] anisotropic regulator c_i > 0
@@ -165,6 +166,7 @@ class Covariance:
     gamma_sum: torch.Tensor  # [N] Gamma_i = sum_j gamma_ij (zeros for isotropic methods)
     a: torch.Tensor          # [N] isotropic base (sigma_i^2 for DenoiseVAE, sigma^2 for DeNS)
 
+# %% ../../nbs/method/01_noise.ipynb #33b5354d
 class NoiseGenerator(nn.Module):
     "psi: structure -> per-atom covariances, for every noise method of the paper."
     def __init__(self,

@@ -111,6 +111,7 @@ def backbone_class(name: str) -> type:
     "The class registered under `name`."
     return getattr(_module(name), BACKBONES[name].split(":")[1])
 
+# %% ../../nbs/nn/03_backbones.ipynb #7c8523c4
 def build(name: str, preset: str|None = "demo", **overrides) -> Backbone:
     "Build backbone `name` from `PRESETS[name][preset]`, with keyword `overrides` (preset=None: class defaults)."
     cls = backbone_class(name)

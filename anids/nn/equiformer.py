@@ -80,6 +80,7 @@ class EquivariantLinear(nn.Module):
             out.append(y)
         return out
 
+# %% ../../nbs/nn/05_equiformer.ipynb #44daa74c
 class EquivariantLayerNorm(nn.Module):
     """Equiformer's equivariant layer norm: per degree, centre (scalars only) and divide by sqrt(mean square over channels
     and components + eps); `vector_eps` (default: eps) is the eps of the l > 0 degrees (see "Smooth at symmetric structures")."""
@@ -149,6 +150,7 @@ def tp_paths(muls_in, lmax_sh: int, lmax_out: int) -> dict[int, list[tuple[int, 
 def _cg(l1, l2, l3):
     return o3.wigner_3j(l1, l2, l3, dtype=torch.float64) * math.sqrt(2 * l3 + 1)
 
+# %% ../../nbs/nn/05_equiformer.ipynb #0617de63
 @functools.lru_cache(maxsize=None)
 def cg_tables(lmax_sh: int, lmax_out: int) -> dict:
     """Clebsch-Gordan tables (float64) mapping the spherical harmonics [E, (lmax_sh+1)^2] to per-edge coupling matrices:
@@ -176,6 +178,7 @@ def cg_tables(lmax_sh: int, lmax_out: int) -> dict:
             keys.append((l1, l3)); blocks.append(C.reshape(D, -1))
     return dict(full=full, group_keys=keys, group_sizes=[b.shape[1] for b in blocks], groups=torch.cat(blocks, dim=1))
 
+# %% ../../nbs/nn/05_equiformer.ipynb #477809ec
 class EdgeBasis:
     "Spherical harmonics Y(r_ij) of the edges and (lazily, once) the coupling matrices every tensor product shares."
     def __init__(self, sh: torch.Tensor, lmax_sh: int, lmax_out: int):
@@ -201,6 +204,7 @@ class EdgeBasis:
                             for k, size, M in zip(t["group_keys"], t["group_sizes"], mats)}
         return self._groups[(l1, l3)]
 
+# %% ../../nbs/nn/05_equiformer.ipynb #1c00aaa6
 class DepthwiseTensorProduct(nn.Module):
     """Equiformer's depth-wise ('uvu') TP of features with Y(r_ij), weights per (path, channel): per edge (`weight`
     [E, numel], from a radial MLP) or shared (internal). Output per l3: the paths' channels side by side, in the order
@@ -306,6 +310,7 @@ def _parameters_except(module: nn.Module, *parts: nn.Module) -> list:
     skip = {id(p) for m in parts for p in m.parameters()}
     return [p for p in module.parameters() if id(p) not in skip]
 
+# %% ../../nbs/nn/05_equiformer.ipynb #2921e031
 class GraphAttention(nn.Module):
     "Equivariant graph attention with MLP attention and (optionally) non-linear messages (Liao & Smidt 2023, Sec. 3.3)."
     def __init__(self, muls_in, muls_out, lmax_sh: int, fc_neurons, muls_head, num_heads: int, muls_pre_attn,
@@ -368,6 +373,7 @@ class GraphAttention(nn.Module):
             out.append(scatter(v, dst, 0, dim_size=N))
         return out
 
+# %% ../../nbs/nn/05_equiformer.ipynb #58b9c3c4
 class FeedForward(nn.Module):
     "Linear -> Gate -> Linear (the authors' FCTPs with the constant node attribute 1x0e are linears)."
     def __init__(self, muls_in, muls_mid, muls_out):

@@ -58,6 +58,7 @@ def edge_alignment(v: torch.Tensor) -> torch.Tensor:
     R = torch.eye(3, dtype=v.dtype, device=v.device) + K + (K @ K) / (1.0 + uy)[:, None, None]
     return R * torch.stack([sign, sign, one], -1)[:, None, :]          # R @ diag(sign, sign, 1)
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #df25b5a1
 class WignerFromRotation(nn.Module):
     """Block-diagonal Wigner-D matrices of degrees 0..lmax for a batch of rotations, from e3nn's spherical harmonics at
     P fixed points n_p: D^l(R) Y^l(n_p) = Y^l(R n_p) for all p, so D^l(R) = Y^l(R N)^T pinv(Y^l(N))^T."""
@@ -105,6 +106,7 @@ def s2_grid_matrices(lmax: int, mmax: int|None = None, resolution: int|None = No
         T, Fm = T[:, lay.reduced] * lay.rescale, Fm[:, lay.reduced] * lay.rescale
     return T.contiguous(), Fm.t().contiguous()
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #df37b09a
 class _GridSiLU(torch.autograd.Function):
     """y = silu(x T^T) F^T for x [P, K] (P items of K coefficients), in row chunks that fit in cache; the backward
     recomputes the grid values chunk by chunk instead of storing the [P, G] grid."""
@@ -135,6 +137,7 @@ def _grid_silu(x, Tt, Ft, chunk):
         torch.mm(F.silu(torch.mm(x[s:s + chunk], Tt)), Ft, out=y[s:s + chunk])
     return y
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #a0c08d60
 def s2_activation(x, T, Fm):
     """SiLU applied point-wise on the sphere: coefficients x [B, K, C] to the grid (T [G, K]), SiLU, back to the
     coefficients (Fm [K', G]) -> [B, K', C]; the same as Fm @ silu(T @ x), computed in cache-sized chunks."""
@@ -175,6 +178,7 @@ class RadialFunction(nn.Module):
                   + (self.target_embedding.weight @ W[:, nb + hd:].t()).index_select(0, z_dst)
         return self.net[1:](h)
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #cb2eda12
 class SO3Linear(nn.Module):
     "Degree-wise linear map (one weight matrix per l, shared by its 2l+1 orders) with a bias on l = 0 (SO3_LinearV2)."
     def __init__(self, c_in: int, c_out: int, lmax: int):
@@ -188,6 +192,7 @@ class SO3Linear(nn.Module):
         out = torch.einsum("nki,koi->nko", x, self.weight.index_select(0, self.expand))
         return torch.cat([out[:, :1] + self.bias, out[:, 1:]], dim=1)
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #4e7b1c63
 class LayerNormSH(nn.Module):
     """Separable layer norm (layer_norm_sh): LayerNorm on l = 0; the l > 0 part divided by one RMS over channels and
     degrees (each degree weighted 1/(2l+1), degrees averaged), times a learned per-degree, per-channel scale.
@@ -298,6 +303,7 @@ class _Edges:
         return _Edges(self.src[keep], self.dst[keep], self.num_nodes, self.rbf[keep], self.z_src[keep], self.z_dst[keep],
                       self.D_to[keep], self.D_back[keep], self.batch, None if self.within is None else self.within[keep])
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #d3500e38
 class _ChunkedEdges:
     """The edges of a big graph in eval mode (`EquiformerV2.edge_chunk_size`): chunks of whole neighbourhoods
     (`anids.nn.graphs.edge_chunks`). Only the edge vectors [E, 3] are stored for all edges; each chunk's distances, Gaussians
@@ -334,6 +340,7 @@ class _ChunkedEdges:
             return torch.cat([checkpoint(fn, p, use_reentrant=False, preserve_rng_state=False) for p in pieces])
         return torch.cat([fn(p) for p in pieces])
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #ce60130a
 class SO2EquivariantGraphAttention(nn.Module):
     """Equivariant graph attention: messages from [x_j; x_i] rotated to the edge frame, SO(2) convolution with radial
     weights, separable S^2 activation, second SO(2) convolution; attention weights from the invariant m = 0 outputs
@@ -385,6 +392,7 @@ class SO2EquivariantGraphAttention(nn.Module):
         msg = torch.bmm(e.D_back, msg)                                                 # [E, K, H V] global frame
         return scatter(msg, e.dst, 0, dim_size=e.num_nodes)
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #a7641c97
 class FeedForwardS2(nn.Module):
     """Feed-forward block: SO(3)-linear; separable S^2 activation (l = 0: SiLU of a Linear of the input scalars;
     l > 0: a point-wise function on the S^2 grid, either an MLP (grid MLP: three Linear with SiLU between) or SiLU);
@@ -409,6 +417,7 @@ class FeedForwardS2(nn.Module):
             h = (Fm[1:] @ g.view(g.shape[0], N * C)).view(K - 1, N, C).transpose(0, 1)
         return self.lin2(torch.cat([gate[:, None], h], dim=1))
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #04c393fb
 class TransformerBlock(nn.Module):
     "x + drop(attention(norm(x))), then x + drop(ffn(norm(x)))."
     def __init__(self, layout, sphere_channels, attn_hidden_channels, num_heads, attn_alpha_channels, attn_value_channels,
@@ -431,6 +440,7 @@ class TransformerBlock(nn.Module):
         else: y = self.ffn(self.norm_2(x), node_grids)
         return x + self.proj_drop(graph_drop_path(y, e.batch, self.drop_path_rate, self.training))
 
+# %% ../../nbs/nn/06_equiformer_v2.ipynb #16d4b0b1
 class EdgeDegreeEmbedding(nn.Module):
     "Initial l > 0 features: radial function -> m = 0 coefficients in the edge frame, rotated back, summed / avg degree."
     def __init__(self, layout, channels, num_basis, edge_channels, max_num_elements, avg_degree):

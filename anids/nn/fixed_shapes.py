@@ -40,6 +40,7 @@ class DeferredChecks:
 
 _ACTIVE: DeferredChecks|None = None
 
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #60d66cc5
 @contextmanager
 def sync_free(checks: DeferredChecks|None = None):
     """Inside this block the code of this package reads no tensor value on the host: `check_that` records its checks
@@ -89,6 +90,7 @@ def complete_graph(num_structures: int,          # B structures, stored one afte
 FAR_EDGE = 1000.0
 "A (Angstrom): the length of the padding edges of `NeighbourLists` (an atom to its own image this far away), beyond every cutoff."
 
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #e0e9643f
 class ListBuilder:
     """The host's side of `NeighbourLists`, which can travel to DataLoader workers: each structure's pairs closer than
     `cutoff + skin` (periodic images included; vesin) at its clean positions. Built once to count them (`counts`, E =
@@ -145,6 +147,7 @@ class ListBuilder:
             centre[b, :e], neighbour[b, :e], image[b, :e], counts[b] = i, j, S, e
         return centre, neighbour, image, counts
 
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #a06944b7
 class NeighbourLists:
     """Every pair closer than `cutoff + skin` in each of S structures (periodic images included), found on the host at
     the structures' positions (`ListBuilder`): the graph of a batch (`graph`) has E edges per structure (E: the longest
@@ -226,6 +229,7 @@ class NeighbourLists:
         shift = torch.where(real[..., None], shift, far)
         return Graph(edge_index, shift.reshape(B * self.edges, 3), beyond_cutoff=True, reference=reference.detach(), skin=self.skin)
 
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #6f379610
 def check_within_skin(pos: torch.Tensor, graph: Graph) -> None:
     """`check_that` no atom at `pos` is skin / 2 or farther from where `graph`'s neighbour lists were built (nothing to
     check for a graph without a reference). Beyond that, a pair closer than the cutoff might be missing."""
@@ -299,6 +303,7 @@ def det_3x3(a: torch.Tensor) -> torch.Tensor:
     "Determinants [N] of 3x3 matrices [N, 3, 3] (a cell's signed volume), as a_0 . (a_1 x a_2): no solver, no status to read."
     return (a[:, 0] * torch.linalg.cross(a[:, 1], a[:, 2], dim=-1)).sum(-1)
 
+# %% ../../nbs/nn/08_fixed_shapes.ipynb #ce538864
 def inverse_lower_3x3(L: torch.Tensor) -> torch.Tensor:
     "L^{-1} [N, 3, 3] of lower-triangular L [N, 3, 3] in closed form."
     m00, m11, m22 = 1 / L[:, 0, 0], 1 / L[:, 1, 1], 1 / L[:, 2, 2]

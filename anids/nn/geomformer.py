@@ -34,6 +34,7 @@ class PairGaussianBasis(nn.Module):
         s = self.stds.abs() + 1e-5
         return torch.exp(-0.5 * ((x - self.means) / s) ** 2) / (math.sqrt(2 * math.pi) * s)
 
+# %% ../../nbs/nn/07_geomformer.ipynb #6011201e
 class Neighbourhoods:
     """The attention sets {i} + N(i): the graph's edges j -> i followed by one self-loop per atom, and ln w_ij,
     the log of the cutoff envelope (0 on self-loops) that enters every attention score. With `chunk_size`, and more
@@ -63,6 +64,7 @@ def _attend(i: torch.Tensor, n: int, qi, kj, vj, bias, log_w, num_heads: int, dr
     out = (vj.reshape(E, -1, H, vj.shape[-1] // H) * a[:, None, :, None]).reshape(vj.shape)
     return scatter(out, i, 0, dim_size=n, reduce="sum")
 
+# %% ../../nbs/nn/07_geomformer.ipynb #0d464480
 def graph_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, bias: torch.Tensor, nb: Neighbourhoods,
                     num_heads: int, dropout: float = 0.0, training: bool = False) -> torch.Tensor:
     """Multi-head attention of every atom over its neighbourhood. q, k, v: [N, d] (invariant) or [N, 3, d]
@@ -102,6 +104,7 @@ class InvariantSelfAttention(nn.Module):
         q, k, v = self.qkv(x).chunk(3, -1)
         return self.out(graph_attention(q, k, v, bias, nb, self.H, self.dropout, self.training))
 
+# %% ../../nbs/nn/07_geomformer.ipynb #4b60fdd7
 class EquivariantSelfAttention(nn.Module):
     "Equ-Self-Attn: Q, K, V = Z^E W_Q, Z^E W_K, Z^E W_V (channel mixing only, no bias)."
     def __init__(self, d: int, num_heads: int, dropout: float = 0.0):
@@ -123,6 +126,7 @@ class InvariantCrossAttention(nn.Module):
         k, v = (k1 * k2).sum(1) / math.sqrt(3), (v1 * v2).sum(1) / math.sqrt(3)
         return self.out(graph_attention(self.q(x), k, v, bias, nb, self.H, self.dropout, self.training))
 
+# %% ../../nbs/nn/07_geomformer.ipynb #baba3b56
 class EquivariantCrossAttention(nn.Module):
     "Equ-Cross-Attn: Q = Z^E W_Q, K = Z^E W_K1 * Z^I W_K2, V = Z^E W_V1 * Z^I W_V2 (channel-wise products)."
     def __init__(self, d: int, num_heads: int, dropout: float = 0.0):
@@ -170,6 +174,7 @@ PRESETS = {
     "tiny":            dict(num_layers=2, embedding_dim=16,  num_heads=2, ffn_dim=16,  num_basis=8,  cutoff=5.0),
 }
 
+# %% ../../nbs/nn/07_geomformer.ipynb #6234a201
 class GeoMFormer(Backbone):
     "GeoMFormer (Chen et al., ICML 2024): invariant and equivariant Transformer streams joined by cross-attention."
     edges_beyond_cutoff_vanish = True   # edge features carry the envelope, attention scores its log (-inf beyond the cutoff)

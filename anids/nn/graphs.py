@@ -37,6 +37,7 @@ def _check_batch(pos, batch):
     if batch is not None and batch.shape[0] != pos.shape[0]:
         raise ValueError(f"batch has {batch.shape[0]} entries for {pos.shape[0]} atoms")
 
+# %% ../../nbs/nn/01_graphs.ipynb #22dcd16b
 def structure_pairs(pos: torch.Tensor,      # [n, 3] float64 positions of one structure, on the host
                     cell: torch.Tensor,     # [3, 3] float64 cell vectors as rows (read where pbc is given)
                     pbc: torch.Tensor|None, # [3] periodic directions; None: a molecule
@@ -51,6 +52,7 @@ def structure_pairs(pos: torch.Tensor,      # [n, 3] float64 positions of one st
     i, j = neighbor_list.compute(pos, torch.zeros(3, 3, dtype=torch.float64), False, quantities="ij")
     return i.long(), j.long(), torch.zeros(len(i), 3, dtype=torch.long)
 
+# %% ../../nbs/nn/01_graphs.ipynb #3b82ae52
 def radius_graph(pos: torch.Tensor,          # [N, 3] positions (A)
                  cutoff: float,               # radius (A); pairs with |r_ij| < cutoff are edges
                  batch: torch.Tensor|None=None, # [N] structure index of each atom (sorted); None = one structure
@@ -164,6 +166,7 @@ def _rows(x, kind, e, j, i):
 def _out_rows(x, kind, e, a0, n):
     return x[a0:a0 + n] if kind == "centre" else x[e]
 
+# %% ../../nbs/nn/01_graphs.ipynb #0eb4bfd2
 class _EdgeChunkMap(torch.autograd.Function):
     "See `edge_chunk_map`; `tensors` are the inputs (gathered per chunk by `kinds`) followed by the parameters."
     @staticmethod
@@ -228,6 +231,7 @@ class _EdgeChunkMap(torch.autograd.Function):
                 else: total[k] += g
         return (None, None, None, None, None, *total)
 
+# %% ../../nbs/nn/01_graphs.ipynb #afcba321
 def edge_chunk_map(fn,                        # fn(i_local, num_centres, *rows) -> tuple of tensors for one chunk
                    edge_index: torch.Tensor,  # [2, E]: row 0 neighbour j, row 1 centre i
                    chunks: EdgeChunks,        # edge_chunks(edge_index, ...)

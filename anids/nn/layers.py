@@ -50,6 +50,7 @@ class ExpNormalSmearing(nn.Module):
         r = r[:, None]
         return cosine_cutoff(r, self.cutoff) * torch.exp(-self.betas * (torch.exp(-self.alpha * r) - self.means) ** 2)
 
+# %% ../../nbs/nn/02_layers.ipynb #9d203399
 class GaussianSmearing(nn.Module):
     "exp(-(d - mu_k)^2 / (2 w^2)), mu_k evenly spaced on [0, cutoff], w = width_factor * spacing (the authors' 600 x 2.0)."
     def __init__(self, cutoff: float, num_basis: int = 600, width_factor: float = 2.0):

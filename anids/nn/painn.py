@@ -46,6 +46,7 @@ class PaiNNMessage(nn.Module):
         dv = dvv[:, None, :] * v_j + dvs[:, None, :] * unit[:, :, None]  # [E, 3, F]
         return ds, dv
 
+# %% ../../nbs/nn/04_painn.ipynb #313d7abe
 class PaiNNUpdate(nn.Module):
     def __init__(self, F: int, vector_norm_eps: float = 1e-8):
         super().__init__()
@@ -81,6 +82,7 @@ PRESETS = {
     "tiny":      dict(num_features=16,  num_layers=2, cutoff=5.0, num_rbf=8),
 }
 
+# %% ../../nbs/nn/04_painn.ipynb #fba3c9e7
 class PaiNN(Backbone):
     "Polarizable atom interaction neural network (Schütt et al. 2021) with DeNS-style force encoding."
     edges_beyond_cutoff_vanish = True   # every message is scaled by cosine_cutoff(r_ij)
@@ -178,4 +180,3 @@ class PaiNN(Backbone):
             # the update is per atom and cheap: recompute it in the backward pass instead of keeping its activations
             s, v = checkpoint(upd, s, v, use_reentrant=False, preserve_rng_state=False) if grad else upd(s, v)
         return s, v
-

@@ -38,6 +38,7 @@ def checkpoint_dirs() -> list[Path]:
 def pretrained_name(dataset: str, backbone: str, preset: str, method: str) -> str:
     return f"pretrain_{dataset}_{backbone}_{preset}_{method}.pt"
 
+# %% ../../nbs/train/03_checkpoints.ipynb #9566b371
 def pretrain_command(dataset: str, config: TrainConfig) -> str:
     """The commands that make the named checkpoint `pretrained_name(dataset, <config's backbone, preset, method>)`:
     `anids.experiments.pretrain` and `nbs/pretrain.ipynb` with the pre-training budget (`PRETRAIN_BUDGETS`) of that
@@ -56,6 +57,7 @@ def pretrain_command(dataset: str, config: TrainConfig) -> str:
     pm = " ".join(f"-p {k} {v}" for k, v in {"method": config.method, **args}.items())
     return (f"`anids.experiments.pretrain({py})` or `papermill nbs/pretrain.ipynb out.ipynb {pm}` (it writes to {where})")
 
+# %% ../../nbs/train/03_checkpoints.ipynb #9a5c6b99
 def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
     """A checkpoint path, or a data set name ('qm9', 'pcqm4mv2') resolved to the checkpoint of config's backbone, preset and
     method pre-trained on it (`pretrained_name`) in `checkpoint_dirs()`; a missing one is a FileNotFoundError naming the

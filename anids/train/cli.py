@@ -43,6 +43,7 @@ class _Help(argparse.RawDescriptionHelpFormatter):
 COMMON_SETTINGS = ("backbone", "preset", "epochs", "batch_size", "lr", "seed", "threads", "accelerator", "devices")
 "The TrainConfig settings `anids-train --help` shows (with --method); `--help-all` shows every one."
 
+# %% ../../nbs/train/05_cli.ipynb #ccdde5ea
 def _help_all(parser_all):
     class HelpAll(argparse.Action):
         def __init__(self, option_strings, dest, **kwargs): super().__init__(option_strings, dest, nargs=0, help=kwargs.get("help"))
@@ -50,6 +51,7 @@ def _help_all(parser_all):
             parser_all().print_help(); parser.exit()
     return HelpAll
 
+# %% ../../nbs/train/05_cli.ipynb #898e0a9c
 def build_parser(full: bool = False) -> argparse.ArgumentParser:
     """The argument parser of `anids-train` (every TrainConfig field is an option). Its `--help` shows the options most
     runs set; `--help-all` (`full=True`) every one: both parse the same options."""
@@ -102,6 +104,7 @@ def build_parser(full: bool = False) -> argparse.ArgumentParser:
         c.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ, default=None, help=shown)
     return p
 
+# %% ../../nbs/train/05_cli.ipynb #1654ed84
 DEFAULT_OUT_VAR = "ANIDS_TRAIN_OUT"
 "Where rank 0 of a multi-process run without --out writes (the folder `default_out` claimed), for the other ranks."
 

@@ -26,6 +26,7 @@ the bundled aspirin the force RMS is 4.6 times the energy std, and with the same
 4.6 times more under `force_rms` than under the authors' `energy_std`. PaiNN's force-encoding clamp keeps its meaning (3
 training force RMS) under either (`anids.train.loop.prepare_training`)."""
 
+# %% ../../nbs/train/01_config.ipynb #c823ebff
 @dataclass
 class TrainConfig(DenoisingConfig, LossWeights):
     """All settings of a run, each declared once. Units: A, eV; learning rates per step.
@@ -170,6 +171,7 @@ RECIPES, PER_MOLECULE = _recipes()
 """The named recipes (data/recipes/train.toml), and the recipes with per-molecule columns in the paper's tables
 (md17-paper, rmd17-paper) with those columns. Every recipe names its backbone and that backbone's preset."""
 
+# %% ../../nbs/train/01_config.ipynb #48de870a
 def make_config(recipe: str|None = None, molecule: str|None = None, **overrides) -> TrainConfig:
     "A TrainConfig from a named recipe (RECIPES), the paper's per-molecule values (PER_MOLECULE: md17-paper, rmd17-paper) and overrides."
     cfg = {}

@@ -37,6 +37,7 @@ def list_builder(structures, model: AniDSModel, skin: float = 1.0) -> ListBuilde
     if cutoff is None: raise ValueError("streamed neighbour lists are for periodic structures; these have none (molecules train on complete graphs)")
     return ListBuilder(structures, cutoff, skin)
 
+# %% ../../nbs/train/06_fast.ipynb #f165d559
 class FixedShapeSet:
     """Structures stacked once on a device, each padded to the same number of atom slots: a batch, and its graph, are
     gathered there from a tensor of structure indices, with no copy from the host and the same shapes at every step.
@@ -178,6 +179,7 @@ class SizeBuckets(torch.utils.data.Sampler):
             batches += m[torch.randperm(len(m), generator=g)][:k * B].reshape(k, B).tolist()
         for i in torch.randperm(len(batches), generator=g).tolist(): yield batches[i]
 
+# %% ../../nbs/train/06_fast.ipynb #752ed45f
 class StructureIndices(torch.utils.data.Dataset):
     """The indices 0..n-1 of `structures`: what the loader of a `fast_step` run draws in batches (TrainConfig.fast_step).
     The structures ride along for `AniDSModule`, which stacks them on its device once (`FixedShapeSet`, one per size
@@ -254,6 +256,7 @@ def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.
 FAST_OBJECTIVES = ("losses", "kl_warmup")
 "What a `FastStep` computes: the model's training loss (`AniDSModel.losses`), or the KL-only warm-up of psi (`kl_warmup_loss`)."
 
+# %% ../../nbs/train/06_fast.ipynb #3ed94fbc
 class FastStep:
     """The forward and backward pass of one training step (Algorithm 1 or 2, or the KL-only warm-up of psi: `objective`)
     on fixed-shape batches of a `FixedShapeSet`: the model's own `losses` (or `kl_warmup_loss`) inside `sync_free()` on

@@ -51,6 +51,7 @@ def _energy_residuals(structures, atomic_energies: dict) -> torch.Tensor:
     return torch.tensor([float(s.energy) - sum(atomic_energies.get(int(z), 0.0) for z in s.z.tolist()) for s in structures],
                         dtype=torch.float64)
 
+# %% ../../nbs/train/04_fit.ipynb #5e20e274
 def output_scale(structures, atomic_energies: dict,
                  statistic: str = "force_rms",   # force_rms | energy_std (TrainConfig.scale_statistic)
                 ) -> float:
@@ -123,6 +124,7 @@ def _force_encoding_scale(train_set, pre: bool) -> float|None:
     rms = force_rms(train_set)
     return rms if rms > 0 else None
 
+# %% ../../nbs/train/04_fit.ipynb #e2ade483
 def _generator_envelope(config: TrainConfig, src: AniDSModel|None, keep_generator: bool) -> bool:
     """Whether psi adds ln f_cut to b_ij (not in Eq. 15): `config.cutoff_envelope`; None: as the pre-trained generator
     whose weights the run keeps was trained (the QM9 generators shipped before this setting had it), else off."""
@@ -223,6 +225,7 @@ class TrainingClock(L.Callback):
         self.elapsed, self.epoch_times = float(state["elapsed"]), [float(t) for t in state.get("epoch_times", [])]
         self._pending = state.get("epoch_elapsed")
 
+# %% ../../nbs/train/04_fit.ipynb #0eaafcf0
 def _read_lightning_checkpoint(path):
     "The Lightning checkpoint at `path`, or one clear error (missing, truncated, not a training checkpoint)."
     path = Path(path)
@@ -263,6 +266,7 @@ class RunProgress(L.Callback):
 RESUME_LOG_BACKUP = "metrics.before_resume.csv"
 "Beside a resumed run's metrics.csv until the run has put the rows from before the resumption back."
 
+# %% ../../nbs/train/04_fit.ipynb #7cef0c0e
 def _keep_log_before_resume(log: Path) -> Path:
     """Lightning rewrites metrics.csv when a run resumes. Keep the rows written so far in a file beside it (the rows of
     every earlier part, when an earlier resumption was itself interrupted), so that a resumption which is stopped
@@ -308,6 +312,7 @@ class RandomStreams(L.Callback):
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
 
+# %% ../../nbs/train/04_fit.ipynb #b51c748c
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint writer, each file written under a temporary name in its own folder and renamed
     (`atomic_write`): Lightning's own writes through a temporary file in /tmp, whose rename across filesystems is a copy
@@ -375,6 +380,7 @@ def run_callbacks(config: TrainConfig, out_dir: Path, clock: TrainingClock, more
     if config.progress: callbacks.append(RunProgress(f"{config.method} {out_dir.name}"))
     return callbacks + list(more or [])
 
+# %% ../../nbs/train/04_fit.ipynb #940604f0
 def make_trainer(config: TrainConfig, out_dir: Path, module: AniDSModule, callbacks: list, log_version: int|None) -> L.Trainer:
     "The Lightning trainer of a run: its length, devices, clipping, logging into out_dir/logs (the same version on resume)."
     _quiet_lightning()
@@ -456,6 +462,7 @@ def _record_loss_spikes(trainer: L.Trainer, config: TrainConfig) -> dict|None:
                       + " anids.train.loss_spikes(run_dir) lists them", stacklevel=3)
     return out
 
+# %% ../../nbs/train/04_fit.ipynb #19c60d77
 def score(model: AniDSModel, val_set, test_set, config: TrainConfig, energy_unit: str, trainer: L.Trainer, out_dir: Path) -> dict:
     """The trained model's errors on the validation and test sets, without noise; a model that predicts non-finite
     numbers is a diverged run (a marker beside its checkpoints, and an error)."""
@@ -554,6 +561,7 @@ def check_resume_settings(checkpoint: dict, module: AniDSModule, config: TrainCo
                          + "; ".join(f"{k} {a!r} in the checkpoint, {b!r} now" for k, a, b in differ)
                          + ". Resume with the checkpoint's settings, or start a new run (another output folder, or overwrite)")
 
+# %% ../../nbs/train/04_fit.ipynb #f8614cac
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,
         pretrained: str|Path|None = None,   # weights to start from (save_model or Lightning checkpoint)
         resume: str|Path|None = None,       # Lightning checkpoint to resume from ('last' = out_dir/checkpoints/last.ckpt)

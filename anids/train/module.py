@@ -38,6 +38,7 @@ LR_SCHEDULES = {"cosine": cosine_with_warmup, "linear": linear_with_warmup}
 
 NOISE_STATS_EVERY = 10   # batches between two measurements of the generator's statistics (from each epoch's first)
 
+# %% ../../nbs/train/02_module.ipynb #1c6e9ba5
 class AniDSModule(L.LightningModule):
     "Lightning wrapper: Algorithm 1/2 training steps, noise-free evaluation."
     def __init__(self, model_spec: dict, config: dict, steps_per_epoch: int = 1):
@@ -255,6 +256,7 @@ def evaluate(model: AniDSModel, structures, batch_size: int = 32) -> dict:
             "force_mae_eV_A": f_abs / n_f, "force_rmse_eV_A": math.sqrt(f_sq / n_f), "n_structures": len(structures),
             **({"stress_mae_eV_A3": s_abs / n_s, "stress_rmse_eV_A3": math.sqrt(s_sq / n_s)} if with_stress else {})}
 
+# %% ../../nbs/train/02_module.ipynb #bee000ef
 def force_mae_key(energy_unit: str) -> str:
     """The key of the force MAE in `energy_unit`/A in `in_units`' result (and metrics.json): the unit with `_` for `/`,
     as `force_mae_eV_A`, so that eV's is that very key and no error is stored under two names."""

@@ -14,11 +14,15 @@ from ..provenance import versions, read_toml
 from .paper import PAPER_TABLES
 from .protocols import load_study, run_jobs, seed_table
 from .pretraining import pretrain, checkpoint_provenance
+from .sections import (REPORT_DATA, MEASURED, NOT_RUN, Section, read_json, require, machine_of, seed_stats, fmt_stat,
+                                        _files, _metric, _ours_line, _short_rev, _rel, _provenance_tables)
+from ..data.units import force_factor
 
 # %% auto #0
-__all__ = ['PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'ablation_run', 'ablation_rows',
-           'run_ablation', 'ablation_run_from_metrics', 'ablation_c_checkpoint', 'run_ablation_c', 'ablation_table',
-           'pretraining_length_gaps', 'length_gap_summary', 'plot_pretraining_length_gaps']
+__all__ = ['PAPER_TABLE3', 'ABLATION_ROWS', 'ABLATION_C_VARIANTS', 'PRETRAINING_LENGTHS', 'ABLATION_MAP', 'ABLATION_EXTRA',
+           'ABLATION_EXTRA_BASE', 'ablation_run', 'ablation_rows', 'run_ablation', 'ablation_run_from_metrics',
+           'ablation_c_checkpoint', 'run_ablation_c', 'ablation_table', 'pretraining_length_gaps', 'length_gap_summary',
+           'plot_pretraining_length_gaps', 'ablation_sections']
 
 # %% ../../nbs/experiments/08_ablation.ipynb #8ab3f01c
 _ABLATION_ROW_METHODS = {"EqV2-No pre-train": "none", "EqV2-DeNS": "dens", "EqV2-DenoiseVAE": "denoisevae",
@@ -384,3 +388,68 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(path, dpi=120, bbox_inches="tight")
     return fig
+
+# %% ../../nbs/experiments/08_ablation.ipynb #d212f19b
+ABLATION_MAP = REPORT_DATA["ablation_rows"]
+"Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
+ABLATION_EXTRA = REPORT_DATA["ablation_extra"]
+"Our ablation rows that Table 3 does not have -> their label in the report."
+ABLATION_EXTRA_BASE = REPORT_DATA["ablation_extra_base"]
+"The row an added row's `Δ vs no pre-train` is relative to where it is not `none`: no denoising in the same loss unit."
+_MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
+
+def _ablation_runs(path) -> tuple[dict, dict]:
+    "{row: Stat in kcal/mol/A} of an ablation results file, and the file."
+    d = read_json(path)
+    require(d, ["runs"], path)
+    by = {}
+    for i, r in enumerate(d["runs"] + d.get("runs_c", [])):
+        require(r, ["row", "seed", "test"], path, f", run {i}")
+        require(r["test"], ["force_mae_meV_A"], path, f", run {i} test")
+        by.setdefault(r["row"], []).append((r["seed"], _metric(r["test"]["force_mae_meV_A"], path, f", run {i}")))
+    return {row: seed_stats([v * _MEV_A_TO_KCAL for _, v in vals], [s for s, _ in vals], f"{Path(path).name}, row {row!r}")
+            for row, vals in by.items()}, d
+
+# %% ../../nbs/experiments/08_ablation.ipynb #8017731d
+def ablation_sections(results_dir) -> list[Section]:
+    "Table 3 (a), (b), (c) with our ablation runs."
+    files = _files(results_dir, "ablation_*.json")
+    parsed = [(f, *_ablation_runs(f)) for f in files]
+    sections = []
+    for part in "abc":
+        paper = PAPER_TABLES[f"ablation_{part}"]
+        num = paper.numeric()["F(MAE)"]
+        df = paper.frame.copy()
+        base_row = "EqV2-No pre-train" if part != "c" else None
+        if base_row: df["paper Δ vs no pre-train"] = [_rel(v, num[base_row]) for v in num]
+        prov, data, extra_rows, extra = [], {"paper": num, "ours": {}}, {}, {}
+        if not parsed: df["ours F(MAE)"] = NOT_RUN
+        for f, stats, d in parsed:
+            tag = f" [{f.stem}]" if len(parsed) > 1 else ""
+            rows = {p: stats.get(o) for p, o in ABLATION_MAP[part].items()}
+            c_mae, c_rel = f"ours F(MAE){tag}", f"ours Δ vs no pre-train{tag}"
+            df[c_mae] = [fmt_stat(rows[p], 4) for p in paper.frame.index]
+            if base_row:
+                b = rows[base_row].mean if rows[base_row] else math.nan
+                df[c_rel] = [_rel(rows[p].mean if rows[p] else math.nan, b) for p in paper.frame.index]
+                for ours_row, name in (ABLATION_EXTRA.items() if part == "a" else ()):
+                    if ours_row in stats:
+                        base = stats.get(ABLATION_EXTRA_BASE[ours_row]) if ours_row in ABLATION_EXTRA_BASE else rows[base_row]
+                        extra_rows.setdefault(f"ours only: {name}", {}).update(
+                            {c_mae: fmt_stat(stats[ours_row], 4), c_rel: _rel(stats[ours_row].mean, base.mean if base else math.nan)})
+            data["ours"][f.stem] = rows
+            seeds = sorted({s for st in stats.values() for s in st.seeds})
+            prov.append(_ours_line(f.name, d.get("description", "no description recorded") + (
+                " " + d["description_c"] if part == "c" and d.get("description_c") else ""),
+                seeds, machine_of(d) if machine_of(d) != "not recorded" else "as the description says", _short_rev(d)))
+            # how the runs of this part's rows were made: the file's `provenance` records, as tables under the section
+            shown = {*ABLATION_MAP[part].values(), *(ABLATION_EXTRA if part == "a" else ())}
+            extra |= _provenance_tables(f, d, shown, known=stats)
+        for label, cells in extra_rows.items():
+            df.loc[label] = [cells.get(c, "not in the paper" if c in paper.frame.columns else "—") for c in df.columns]
+        notes = ["Ours in kcal/mol/Å (converted from the file's meV/Å). The paper: MD17 aspirin, EquiformerV2 pre-trained on "
+                 "PCQM4Mv2; the absolute numbers are not comparable unless the data set and backbone are the same."]
+        if paper.note: notes.append("The paper: " + paper.note)
+        sections.append(Section(paper.key, paper.title, df, paper, MEASURED if parsed else NOT_RUN, prov, notes,
+                                [f.name for f in files], extra, data))
+    return sections

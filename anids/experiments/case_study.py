@@ -12,10 +12,14 @@ from ..data.datagen import run_langevin_md
 from ..data.structures import atoms_to_data
 from ..train import make_config, fit, unused_run_dir
 from ..provenance import repo_root, versions
+import math
+import pandas as pd
+from .sections import MEASURED, Section, read_json, require, machine_of, _ours_line, _short_rev
 
 # %% auto #0
 __all__ = ['CASE_STUDY_CHECKPOINTS', 'molecular_md_frames', 'rattled_crystal_frames', 'pretraining_structures',
-           'pretrain_generator', 'publish_checkpoint', 'checkpoint_dir', 'make_case_study_checkpoints']
+           'pretrain_generator', 'publish_checkpoint', 'checkpoint_dir', 'make_case_study_checkpoints',
+           'case_study_section']
 
 # %% ../../nbs/experiments/03_case_study.ipynb #273880e9
 def molecular_md_frames(smiles: str, n_frames: int = 30, temperature_K: float = 500.0, seed: int = 0,
@@ -136,3 +140,37 @@ def make_case_study_checkpoints(dest_dir=None, methods=("anids", "denoisevae"), 
                              f"n_crystal_frames={n_crystal_frames}, seed={seed})\"  (or papermill nbs/case_study.ipynb out.ipynb -p retrain True)"}
         out[method] = str(publish_checkpoint(m["model_path"], dest_dir / name, prov))
     return out
+
+# %% ../../nbs/experiments/03_case_study.ipynb #b4173179
+def case_study_section(results_dir) -> Section|None:
+    f, g = Path(results_dir) / "case_study.json", Path(results_dir) / "physical_covariance.json"
+    if not f.is_file() and not g.is_file(): return None
+    rows, prov, files = {}, [], []
+    if f.is_file():
+        d = read_json(f)
+        require(d, ["snph4", "crystal"], f)
+        for name, key in (("SNPH4", "snph4"), ("crystal", "crystal")):
+            s, u = d[key]["summary"], d[key]["summary_untrained"]
+            rows[f"{name}: Spearman eigenvalue vs 1/sMAPE (per direction)"] = [f"{s['spearman_direction']:.3f}", f"{u['spearman_direction']:.3f}", "—"]
+            rows[f"{name}: Spearman per atom"] = [f"{s['spearman_atom']:.3f}", f"{u['spearman_atom']:.3f}", "—"]
+        oc = d["crystal"].get("o_o_cos") or {}
+        if "anids" in oc: rows["crystal: O-O |cos| with the smallest eigenvector"] = [f"{oc['anids']:.3f}", f"{oc.get('untrained', math.nan):.3f}", "—"]
+        settings = ", ".join(f"{k} {v}" for k, v in (d.get("settings") or {}).items())
+        prov.append(_ours_line(f.name, f"generator {Path(d.get('checkpoint', '?')).name}; {settings}", [d.get("seed")],
+                               machine_of(d), _short_rev(d)))
+        files.append(f.name)
+    if g.is_file():
+        d = read_json(g)
+        require(d, ["summary"], g)
+        groups = d["summary"].get("anids", {})
+        for grp in groups:
+            rows[f"physical covariance, {grp}: stiff-direction |cos|"] = [
+                "—" if d["summary"].get(m, {}).get(grp, {}).get("stiff_cos_mean") is None else f"{d['summary'][m][grp]['stiff_cos_mean']:.3f}"
+                for m in ("anids", "anids_untrained", "random_orientation")]
+        prov.append(_ours_line(g.name, f"{len(d.get('structures', []))} structures, harmonic covariance k_B T H^+ from xTB Hessians",
+                               [d.get("seed")], machine_of(d), _short_rev(d)))
+        files.append(g.name)
+    df = pd.DataFrame.from_dict(rows, orient="index", columns=["AniDS (pre-trained)", "untrained generator", "random orientations"])
+    df.index.name = "quantity"
+    return Section("case_study", "Ours only: the case study (Sec. 4.4, Figs. 3-4 of the paper) and the physical covariance", df, None,
+                   MEASURED, prov, ["The paper shows the case study in figures, without a table."], files)

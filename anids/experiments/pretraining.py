@@ -13,10 +13,12 @@ from ..data.pretrain_data import load_qm9, load_pcqm4mv2
 from ..provenance import repo_root
 from ..method.checkpoints import read_checkpoint
 from .protocols import check_budget
+import pandas as pd
+from .sections import MEASURED, Section, read_json, require, _files, _ours_line, _short_rev
 
 # %% auto #0
 __all__ = ['pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
-           'generator_statistics', 'denoising_loss_under', 'PRETRAIN_BUDGETS']
+           'generator_statistics', 'denoising_loss_under', 'pretrain_section', 'PRETRAIN_BUDGETS']
 
 # %% ../../nbs/experiments/07_pretraining.ipynb #890ec372
 # the pre-training budgets live with the recipes (anids.train.config); named here too
@@ -196,3 +198,26 @@ def denoising_loss_under(weights,            # a pre-trained checkpoint (`pretra
         raise ValueError(f"the weights of {weights} do not fit the model of {noise}: missing {missing[:5]}, unexpected {unexpected[:5]}")
     config = TrainConfig(**{k: v for k, v in cfg.items() if k in {f.name for f in fields(TrainConfig)}})
     return heldout_denoising_loss(target, structures, config, repeats=repeats, batch_size=batch_size, seed=seed)
+
+# %% ../../nbs/experiments/07_pretraining.ipynb #15ccf60a
+def pretrain_section(results_dir) -> Section|None:
+    files = _files(results_dir, "pretrain_*.json")
+    if not files: return None
+    rows, prov = {}, []
+    for f in files:
+        d = read_json(f)
+        require(d, ["provenance"], f)
+        p, g = d["provenance"], d.get("generator_statistics") or {}
+        cfg = p.get("config") or {}
+        rows[f.stem] = {"method": cfg.get("method", "?"), "data": f"{p.get('dataset')} ({p.get('n_train')} structures)",
+                        "steps x batch": f"{p.get('steps')} x {p.get('batch_size')}", "train time (s)": f"{p.get('train_time_s', math.nan):.0f}",
+                        "final KL": f"{(p.get('final') or {}).get('noise/kl', math.nan):.4f}",
+                        "mean λmax/λmin (held out)": f"{g['eigenvalue_ratio_mean']:.3f}" if "eigenvalue_ratio_mean" in g else "—",
+                        "share λmax/λmin > 1.5": f"{g['share_ratio_above_1.5']:.3f}" if "share_ratio_above_1.5" in g else "—"}
+        prov.append(_ours_line(f.name, f"{cfg.get('backbone')} preset {cfg.get('preset')}, sigma_p {cfg.get('sigma_p')}, "
+                               f"lambda_KL {cfg.get('lambda_kl')}, checkpoint {d.get('checkpoint')}", [cfg.get("seed")],
+                               f"{p.get('device')}, {p.get('threads')} threads, torch {(p.get('versions') or {}).get('torch')}",
+                               _short_rev(p)))
+    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "file"
+    return Section("pretrain", "Ours only: the pre-trained generators (nbs/pretrain.ipynb)", df, None, MEASURED, prov,
+                   ["The paper pre-trains EquiformerV2 on PCQM4Mv2 (Table 5 settings); ours are PaiNN on QM9."], [f.name for f in files])

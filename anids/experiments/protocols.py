@@ -11,12 +11,16 @@ from ..data.units import force_factor
 from ..train import RECIPES, make_config, fit, unused_run_dir
 from ..provenance import versions, repo_root
 from .paper import PAPER_TABLES
+from .sections import (MD17_COLUMNS, MEASURED, NOT_RUN, Section, read_json, require, machine_of, run_label, seed_stats,
+                                        fmt_stat, _append_rows, _files, _ours_line, _short_rev)
+import math
+import pandas as pd
 
 # %% auto #0
 __all__ = ['BUDGETS', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS',
-           'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
+           'COST_MAP', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
            'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table', 'study_dirs', 'load_study',
-           'run_jobs', 'seed_table']
+           'run_jobs', 'seed_table', 'md17_section', 'overhead_files', 'cost_section']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
@@ -315,3 +319,134 @@ def seed_table(values: dict, refs=("none",)) -> list[dict]:
                                   "diffs": diffs}
         rows.append(entry)
     return rows
+
+# %% ../../nbs/experiments/01_protocols.ipynb #cdc4f95e
+def md17_section(results_dir) -> Section:
+    "Table 1 with our MD17 fine-tuning runs."
+    paper = PAPER_TABLES["md17"]
+    groups, prov, files, datasets = {}, [], [], set()
+    for f in _files(results_dir, "md17_finetune_*.json"):
+        d = read_json(f)
+        require(d, ["molecule", "method", "seed", "force_mae_kcal_mol_A", "dataset"], f)
+        if d["molecule"] not in MD17_COLUMNS:
+            raise ValueError(f"results file {f.name}: unknown MD17 molecule {d['molecule']!r}; known: {list(MD17_COLUMNS)}")
+        cfg = d.get("config") or {}
+        budget = d.get("budget") or d.get("scale") or d.get("preset")   # scale / preset: its names before 0.2
+        backbone, preset = d.get("backbone", cfg.get("backbone")), cfg.get("preset", d.get("preset"))
+        recipe = {"demo": "md17-demo", "paper": "md17-paper"}.get(budget, "not recorded")
+        data = "bundled GFN2-xTB data" if d["dataset"] == "bundled" else f"{d['dataset']} data"
+        label = f"ours: {run_label({'backbone': backbone, 'preset': preset, 'method': d['method']})}, {data}"
+        groups.setdefault(label, {}).setdefault(d["molecule"], []).append((d["seed"], d["force_mae_kcal_mol_A"], f.name))
+        datasets.add(d["dataset"])
+        info = d.get("data") or {}
+        test = (d.get("test") or {}).get("n_structures")
+        pre = (f"Algorithm 1 for {d['pretrain_epochs']} epochs on the training geometries" if d.get("pretrain_epochs")
+               else Path(str(d["pretrained"])).name if d.get("pretrained") else "no")
+        what = (f"{d['molecule']}, {d['dataset']} data ({info.get('n_frames', '?')} frames; test {test} structures), "
+                f"{backbone} preset {preset}, recipe {recipe} (budget {budget}), {cfg.get('epochs', '?')} fine-tuning epochs, "
+                f"pre-training: {pre}")
+        prov.append(_ours_line(f.name, what, [d["seed"]], machine_of(d), _short_rev(d)))
+        files.append(f.name)
+    ours, stats = {}, {}
+    for label, by_mol in groups.items():
+        st = {MD17_COLUMNS[m]: seed_stats([v for _, v, _ in vals], [s for s, _, _ in vals], ", ".join(f for _, _, f in vals))
+              for m, vals in by_mol.items()}
+        stats[label] = st
+        cells = {c: fmt_stat(s) for c, s in st.items()}
+        if len(st) == 8:
+            cells["Avg"] = f"{np.mean([s.mean for s in st.values()]):.3f}"
+        ours[label] = cells
+    notes = []
+    if "bundled" in datasets:
+        notes.append("The bundled data are GFN2-xTB Langevin MD at 500 K in MD17's format (`data/bundled/`), not MD17's "
+                     "PBE+vdW-TS labels: those rows show that the pipeline runs, they are not comparable with the paper's numbers.")
+    if groups: notes.append("Molecules without a results file show `—`.")
+    return Section("md17", paper.title, _append_rows(paper, ours), paper, MEASURED if groups else NOT_RUN, prov, notes, files,
+                   data={"paper": paper.numeric(), "ours": stats})
+
+# %% ../../nbs/experiments/01_protocols.ipynb #9d51ec60
+def overhead_files(results_dir) -> list[Path]:
+    "bench_overhead.json first, then the bench_overhead_<tag>.json of other data or batch sizes."
+    return sorted(_files(results_dir, "bench_overhead*.json"), key=lambda p: (p.name != "bench_overhead.json", p.name))
+
+COST_MAP = {"EqV2 (No Noise)": "none", "EqV2 + DeNS": "dens", "EqV2 + DenoiseVAE": "denoisevae", "EqV2 + AniDS (Ours)": "anids"}
+
+# %% ../../nbs/experiments/01_protocols.ipynb #fd8f1ae9
+def cost_section(results_dir) -> Section:
+    "Table 17 with our parameter counts and epoch times."
+    paper = PAPER_TABLES["computational_cost"]
+    num = paper.numeric()
+    df = paper.frame.copy()
+    base = num.loc["EqV2 (No Noise)", "Training Time per Epoch (s)"]
+    df["paper time / no noise"] = [f"{v / base:.2f}" for v in num["Training Time per Epoch (s)"]]
+    files = _files(results_dir, "computational_cost_*.json")
+    prov, data, used = [], {"paper": num["Training Time per Epoch (s)"] / base, "ours": {}}, []
+    if not files: df["ours"] = NOT_RUN
+    for f in files:
+        d = read_json(f)
+        require(d, ["rows"], f)
+        rows = {}
+        for i, r in enumerate(d["rows"]):
+            require(r, ["method", "n_parameters", "seconds_per_epoch"], f, f", row {i}")
+            rows[r["method"]] = r
+        tag = f" [{f.stem.replace('computational_cost_', '')}]" if len(files) > 1 else ""
+        b = rows.get("none", {}).get("seconds_per_epoch", math.nan)
+        get = lambda p, k: rows.get(COST_MAP[p], {}).get(k)
+        df[f"ours #Parameters{tag}"] = [f"{get(p, 'n_parameters') / 1e6:.2f}M" if get(p, "n_parameters") else NOT_RUN for p in df.index]
+        df[f"ours s per epoch{tag}"] = [f"{get(p, 'seconds_per_epoch'):.2f}" if get(p, "seconds_per_epoch") else NOT_RUN for p in df.index]
+        df[f"ours time / no noise{tag}"] = [f"{get(p, 'seconds_per_epoch') / b:.2f}" if get(p, "seconds_per_epoch") else NOT_RUN
+                                           for p in df.index]
+        data["ours"][f.stem] = {p: get(p, "seconds_per_epoch") / b for p in df.index if get(p, "seconds_per_epoch")}
+        r0 = next(iter(rows.values()))
+        what = (f"{r0.get('backbone')} preset {r0.get('preset')}, {r0.get('n_train')} training structures, batch {r0.get('batch_size')}, "
+                f"{r0.get('epochs')} epochs (generator trained jointly), device {d.get('device', '?')}")
+        prov.append(_ours_line(f.name, what, [d.get("seed")], machine_of(d), _short_rev(d)))
+        used.append(f.name)
+    extra, notes = {}, []
+    # bench_overhead.json (the default run: batches of 8 ethanols) and any bench_overhead_<tag>.json (other data or
+    # batch sizes, e.g. aspirin at batch 32): one table each; the figure's lines come from the default run
+    paper_ratio = f"{num.loc['EqV2 + AniDS (Ours)', 'Training Time per Epoch (s)'] / base:.2f}"
+    names = {"none": ("no noise", "1.00"), "anids_frozen_cached": ("AniDS, generator frozen (covariances cached)", paper_ratio),
+             "anids_joint": ("AniDS, generator trained jointly", paper_ratio)}
+    key = lambda k: f"{k.removeprefix('anids_')}_over_none"
+    for oh in overhead_files(results_dir):
+        d = read_json(oh)
+        require(d, ["ratios", "runs"], oh)
+        if set(d["runs"]) - set(names): raise ValueError(f"results file {oh.name}: unknown runs {sorted(set(d['runs']) - set(names))}; known: {list(names)}")
+        # the benchmark's own ratios (median over alternating rounds), not the ratio of the mean times; a file made with
+        # --rounds 0 (interleaved steps only, e.g. a backbone too slow for whole runs) has none
+        rounds = d["ratios"] or {}
+        ratio = lambda k: (1.0 if k == "none" else rounds[key(k)]) if rounds else None
+        fmt = lambda v, f: "—" if v is None else format(v, f)
+        # the interleaved-steps ratios (when measured): the three runs' steps alternate one by one, so a drift of the
+        # machine's speed cannot favour one run
+        inter = d.get("ratios_interleaved") or {}
+        ratio_i = lambda k: "1.000" if k == "none" else f"{inter[key(k)]:.3f}" if inter else "—"
+        t = pd.DataFrame([[fmt(r.get("seconds_per_epoch"), ".2f"), fmt(ratio(k), ".3f"), ratio_i(k), names[k][1]] for k, r in d["runs"].items()],
+                         index=[names[k][0] for k in d["runs"]],
+                         columns=["ours s per epoch", "ours time / no noise (Lightning epochs, median of rounds)",
+                                  "ours time / no noise (interleaved steps)", "paper time / no noise"])
+        t.index.name = "Method"
+        tag = oh.stem.removeprefix("bench_overhead").removeprefix("_")
+        size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
+                if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
+        backbone = "" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, "   # PaiNN demo: the default
+        dev = d.get("device", "cpu")
+        on = "" if dev == "cpu" else f", on {dev}"                                                  # a GPU run says which
+        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {backbone}{size}" if tag and size else f", {tag}" if tag else "") + on + ")"] = t
+        if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
+        s = d.get("settings", {})
+        prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")
+                               + (f", {s.get('epochs', '?')} epochs x {s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
+                                  if rounds else ", no whole runs (--rounds 0)")
+                               + (f"; {'then ' if rounds else ''}{s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else "")
+                               + (f"; frozen generator from {d['frozen_from']}" if d.get("frozen_from", "qm9") != "qm9" else ""),
+                               [], machine_of(d), _short_rev(d)))
+        used.append(oh.name)
+        if "frozen_cached_p0_over_none" in inter:
+            notes.append(f"{oh.name}: control run (psi frozen and cached, no structure corrupted) / no noise, interleaved steps: "
+                         f"{inter['frozen_cached_p0_over_none']:.3f}")
+    notes += ["The paper: one H100. Absolute times depend on the machine and its load; the ratio to no noise is the comparable number.",
+             "Our DeNS adds no parameters (fixed isotropic noise); DenoiseVAE and AniDS add their generator.",
+             "The paper does not say whether its generator was trained or frozen in this timing; its one AniDS ratio is set beside both of ours."]
+    return Section("computational_cost", paper.title, df, paper, MEASURED if files else NOT_RUN, prov, notes, used, extra, data)

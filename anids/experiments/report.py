@@ -7,314 +7,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from ..data.units import force_factor
 from .paper import PAPER_TABLES
-from .sections import (REPORT_DATA, RUN_SCHEMAS, MD17_COLUMNS, MEASURED, NOT_RUN, Section, Stat,
-                                        read_json, require, machine_of, read_runs, run_label, seed_stats, fmt_stat, tex,
-                                        LATEX_PREAMBLE, _CONTEXT_KEYS, _append_rows, _files, _is_number, _latex_table,
-                                        _md_table, _metric, _ours_line, _rel_path, _short_rev)
+from .sections import (REPORT_DATA, RUN_SCHEMAS, MEASURED, NOT_RUN, Section, Stat, read_json, require,
+                                        machine_of, run_label, seed_stats, fmt_stat, tex, LATEX_PREAMBLE, _CONTEXT_KEYS,
+                                        _append_rows, _files, _is_number, _latex_table, _md_table, _metric, _ours_line,
+                                        _short_rev, _runs_of, _group, _stat)
 from .hparams import hparam_section
+# each paper table's section lives with its protocol
+from .protocols import md17_section, cost_section
+from .ablation import ablation_sections
+from .benchmarks import rmd17_section, md22_section
+from .pretraining import pretrain_section
+from .case_study import case_study_section
 
 # %% auto #0
-__all__ = ['ABLATION_MAP', 'ABLATION_EXTRA', 'ABLATION_EXTRA_BASE', 'COST_MAP', 'GEOMOPT_COLUMNS', 'HEADLINE_ROWS',
-           'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'HPARAM_TABLES', 'REPORT_TITLE', 'REPORT_INTRO',
-           'REPORT_HEADER', 'STUDY_KEYS', 'md17_section', 'ablation_sections', 'overhead_files', 'cost_section',
-           'oc22_section', 'mptrj_section', 'rmd17_section', 'md22_section', 'geometry_section', 'mlearn_section',
-           'compare_mace_section', 'pretrain_section', 'case_study_section', 'benchmark_section', 'headline_table',
-           'Report', 'build_report', 'report_figures', 'Study', 'load_studies', 'study_files', 'study_page',
-           'studies_index', 'write_study_pages']
+__all__ = ['GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'HPARAM_TABLES',
+           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'oc22_section', 'mptrj_section', 'geometry_section',
+           'mlearn_section', 'benchmark_section', 'compare_mace_section', 'headline_table', 'Report', 'build_report',
+           'report_figures']
 
 # %% ../../nbs/experiments/06_report.ipynb #eecd90b3
 _E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
 "Table 2's column groups, energy and force (the OC22 section names its columns with them)."
 
-
-# %% ../../nbs/experiments/06_report.ipynb #cdc4f95e
-def md17_section(results_dir) -> Section:
-    "Table 1 with our MD17 fine-tuning runs."
-    paper = PAPER_TABLES["md17"]
-    groups, prov, files, datasets = {}, [], [], set()
-    for f in _files(results_dir, "md17_finetune_*.json"):
-        d = read_json(f)
-        require(d, ["molecule", "method", "seed", "force_mae_kcal_mol_A", "dataset"], f)
-        if d["molecule"] not in MD17_COLUMNS:
-            raise ValueError(f"results file {f.name}: unknown MD17 molecule {d['molecule']!r}; known: {list(MD17_COLUMNS)}")
-        cfg = d.get("config") or {}
-        budget = d.get("budget") or d.get("scale") or d.get("preset")   # scale / preset: its names before 0.2
-        backbone, preset = d.get("backbone", cfg.get("backbone")), cfg.get("preset", d.get("preset"))
-        recipe = {"demo": "md17-demo", "paper": "md17-paper"}.get(budget, "not recorded")
-        data = "bundled GFN2-xTB data" if d["dataset"] == "bundled" else f"{d['dataset']} data"
-        label = f"ours: {run_label({'backbone': backbone, 'preset': preset, 'method': d['method']})}, {data}"
-        groups.setdefault(label, {}).setdefault(d["molecule"], []).append((d["seed"], d["force_mae_kcal_mol_A"], f.name))
-        datasets.add(d["dataset"])
-        info = d.get("data") or {}
-        test = (d.get("test") or {}).get("n_structures")
-        pre = (f"Algorithm 1 for {d['pretrain_epochs']} epochs on the training geometries" if d.get("pretrain_epochs")
-               else Path(str(d["pretrained"])).name if d.get("pretrained") else "no")
-        what = (f"{d['molecule']}, {d['dataset']} data ({info.get('n_frames', '?')} frames; test {test} structures), "
-                f"{backbone} preset {preset}, recipe {recipe} (budget {budget}), {cfg.get('epochs', '?')} fine-tuning epochs, "
-                f"pre-training: {pre}")
-        prov.append(_ours_line(f.name, what, [d["seed"]], machine_of(d), _short_rev(d)))
-        files.append(f.name)
-    ours, stats = {}, {}
-    for label, by_mol in groups.items():
-        st = {MD17_COLUMNS[m]: seed_stats([v for _, v, _ in vals], [s for s, _, _ in vals], ", ".join(f for _, _, f in vals))
-              for m, vals in by_mol.items()}
-        stats[label] = st
-        cells = {c: fmt_stat(s) for c, s in st.items()}
-        if len(st) == 8:
-            cells["Avg"] = f"{np.mean([s.mean for s in st.values()]):.3f}"
-        ours[label] = cells
-    notes = []
-    if "bundled" in datasets:
-        notes.append("The bundled data are GFN2-xTB Langevin MD at 500 K in MD17's format (`data/bundled/`), not MD17's "
-                     "PBE+vdW-TS labels: those rows show that the pipeline runs, they are not comparable with the paper's numbers.")
-    if groups: notes.append("Molecules without a results file show `—`.")
-    return Section("md17", paper.title, _append_rows(paper, ours), paper, MEASURED if groups else NOT_RUN, prov, notes, files,
-                   data={"paper": paper.numeric(), "ours": stats})
-
-# %% ../../nbs/experiments/06_report.ipynb #a2a5c653
-ABLATION_MAP = REPORT_DATA["ablation_rows"]
-"Paper row -> our ablation row (anids.experiments.ABLATION_ROWS names), per part of Table 3."
-ABLATION_EXTRA = REPORT_DATA["ablation_extra"]
-"Our ablation rows that Table 3 does not have -> their label in the report."
-ABLATION_EXTRA_BASE = REPORT_DATA["ablation_extra_base"]
-"The row an added row's `Δ vs no pre-train` is relative to where it is not `none`: no denoising in the same loss unit."
-_MEV_A_TO_KCAL = 1e-3 / force_factor("kcal/mol/A")
-
-def _ablation_runs(path) -> tuple[dict, dict]:
-    "{row: Stat in kcal/mol/A} of an ablation results file, and the file."
-    d = read_json(path)
-    require(d, ["runs"], path)
-    by = {}
-    for i, r in enumerate(d["runs"] + d.get("runs_c", [])):
-        require(r, ["row", "seed", "test"], path, f", run {i}")
-        require(r["test"], ["force_mae_meV_A"], path, f", run {i} test")
-        by.setdefault(r["row"], []).append((r["seed"], _metric(r["test"]["force_mae_meV_A"], path, f", run {i}")))
-    return {row: seed_stats([v * _MEV_A_TO_KCAL for _, v in vals], [s for s, _ in vals], f"{Path(path).name}, row {row!r}")
-            for row, vals in by.items()}, d
-
-def _rel(x: float, base: float) -> str:
-    return "—" if not (np.isfinite(x) and np.isfinite(base)) else ("0 %" if x == base else f"{100 * (x - base) / base:+.1f} %")
-
-_PROVENANCE_COLUMNS = {"what": "what", "seeds": "seeds", "started_at": "started at", "recorded_revision": "revision",
-                       "training_code": "training code", "concurrency": "concurrency", "resumed": "resumed", "cpu_s": "CPU s",
-                       "check": "check", "note": "note"}
-"A `provenance` record's fields -> the columns of its table; any other field is a column of its own name, before `note`."
-_PROVENANCE_ALWAYS = ("seeds", "started at", "revision", "concurrency", "resumed", "CPU s", "note")
-_RESUME_FIELDS = ("stopped_at_epoch", "resumed_at")     # told in the `resumed` cell
-
-# %% ../../nbs/experiments/06_report.ipynb #338e57f4
-def _prov_label(key: str) -> str: return _PROVENANCE_COLUMNS.get(key, key.replace("_", " "))
-
-def _prov_cell(v) -> str:
-    if v is None: return "—"
-    if isinstance(v, bool): return "yes" if v else "no"
-    if isinstance(v, (list, tuple)): return ", ".join(map(_prov_cell, v)) or "—"
-    if isinstance(v, dict): return "; ".join(f"{k.replace('_', ' ')} {_prov_cell(x)}" for k, x in v.items()) or "—"
-    return str(v)
-
-def _prov_frame(entries: list, order: list, always=()) -> pd.DataFrame:
-    "{column: cell} per labelled entry -> a frame indexed by `rows`: columns in `order`, then the others; empty ones dropped unless in `always`."
-    cols = [c for c in dict.fromkeys([*order, *(c for _, cells in entries for c in cells)])
-            if c in always or any(cells.get(c, "—") != "—" for _, cells in entries)]
-    if "note" in cols: cols = [c for c in cols if c != "note"] + ["note"]
-    t = pd.DataFrame([[cells.get(c, "—") for c in cols] for _, cells in entries], index=[label for label, _ in entries], columns=cols)
-    t.index.name = "rows"
-    return t
-
-# %% ../../nbs/experiments/06_report.ipynb #caae0e4c
-def _provenance_tables(path, d: dict, shown=None, known=None) -> dict:
-    """A results file's `provenance` (a list of records, one per group of its rows) as tables {title: frame}: how the runs
-    were made (seeds, the revision they started at and the one recorded, how many ran at a time, resumed or not, CPU
-    seconds, a note, and any other field of a record) and, where records have a `pretraining`, the pre-trainings they
-    start from. Only the records naming a row in `shown` (all if None; a record without rows always); a record naming a
-    row not in `known` (the file's rows, if given) is an error. A file without `provenance`: {}."""
-    name, recs = Path(path).name, d.get("provenance")
-    if recs is None: return {}
-    if not isinstance(recs, list) or not all(isinstance(r, dict) for r in recs):
-        got = type(recs).__name__ if not isinstance(recs, list) else "a list of " + ", ".join(sorted({type(r).__name__ for r in recs}))
-        raise ValueError(f"results file {name}: `provenance` must be a list of objects (one per group of rows), not {got}")
-    runs, pre = [], []
-    for i, r in enumerate(recs):
-        rows = r.get("rows") or []
-        if not isinstance(rows, list) or not all(isinstance(x, str) for x in rows):
-            raise ValueError(f"results file {name}, provenance[{i}]: `rows` must be a list of row names, not {rows!r}")
-        if known is not None and set(rows) - set(known):
-            raise ValueError(f"results file {name}, provenance[{i}] names rows without runs in the file: {sorted(set(rows) - set(known))}")
-        if not isinstance(r.get("pretraining") or {}, dict):
-            raise ValueError(f"results file {name}, provenance[{i}]: `pretraining` must be an object, not {type(r['pretraining']).__name__}")
-        if shown is not None and rows and not set(rows) & set(shown): continue
-        label, cells = ", ".join(rows) or "all", {}
-        for k, v in r.items():
-            if k in ("rows", "pretraining", *_RESUME_FIELDS): continue
-            if k == "cpu_s" and isinstance(v, list) and len(v) == 2: v = f"{v[0]}-{v[1]}"      # a range over the seeds
-            if k == "resumed" and v is True:
-                how = [f"{w} {r[f]}" for f, w in zip(_RESUME_FIELDS, ("stopped at epoch", "resumed at")) if r.get(f) is not None]
-                v = "yes" + (": " + ", ".join(how) if how else "")
-            cells[_prov_label(k)] = _prov_cell(v)
-        runs.append((label, cells))
-        if r.get("pretraining"): pre.append((label, {_prov_label(k): _prov_cell(v) for k, v in r["pretraining"].items()}))
-    out = {}
-    if runs: out[f"How the runs were made ({name})"] = _prov_frame(runs, list(_PROVENANCE_COLUMNS.values()), _PROVENANCE_ALWAYS)
-    if pre: out[f"The pre-trainings they start from ({name})"] = _prov_frame(pre, [])
-    return out
-
-# %% ../../nbs/experiments/06_report.ipynb #8017731d
-def ablation_sections(results_dir) -> list[Section]:
-    "Table 3 (a), (b), (c) with our ablation runs."
-    files = _files(results_dir, "ablation_*.json")
-    parsed = [(f, *_ablation_runs(f)) for f in files]
-    sections = []
-    for part in "abc":
-        paper = PAPER_TABLES[f"ablation_{part}"]
-        num = paper.numeric()["F(MAE)"]
-        df = paper.frame.copy()
-        base_row = "EqV2-No pre-train" if part != "c" else None
-        if base_row: df["paper Δ vs no pre-train"] = [_rel(v, num[base_row]) for v in num]
-        prov, data, extra_rows, extra = [], {"paper": num, "ours": {}}, {}, {}
-        if not parsed: df["ours F(MAE)"] = NOT_RUN
-        for f, stats, d in parsed:
-            tag = f" [{f.stem}]" if len(parsed) > 1 else ""
-            rows = {p: stats.get(o) for p, o in ABLATION_MAP[part].items()}
-            c_mae, c_rel = f"ours F(MAE){tag}", f"ours Δ vs no pre-train{tag}"
-            df[c_mae] = [fmt_stat(rows[p], 4) for p in paper.frame.index]
-            if base_row:
-                b = rows[base_row].mean if rows[base_row] else math.nan
-                df[c_rel] = [_rel(rows[p].mean if rows[p] else math.nan, b) for p in paper.frame.index]
-                for ours_row, name in (ABLATION_EXTRA.items() if part == "a" else ()):
-                    if ours_row in stats:
-                        base = stats.get(ABLATION_EXTRA_BASE[ours_row]) if ours_row in ABLATION_EXTRA_BASE else rows[base_row]
-                        extra_rows.setdefault(f"ours only: {name}", {}).update(
-                            {c_mae: fmt_stat(stats[ours_row], 4), c_rel: _rel(stats[ours_row].mean, base.mean if base else math.nan)})
-            data["ours"][f.stem] = rows
-            seeds = sorted({s for st in stats.values() for s in st.seeds})
-            prov.append(_ours_line(f.name, d.get("description", "no description recorded") + (
-                " " + d["description_c"] if part == "c" and d.get("description_c") else ""),
-                seeds, machine_of(d) if machine_of(d) != "not recorded" else "as the description says", _short_rev(d)))
-            # how the runs of this part's rows were made: the file's `provenance` records, as tables under the section
-            shown = {*ABLATION_MAP[part].values(), *(ABLATION_EXTRA if part == "a" else ())}
-            extra |= _provenance_tables(f, d, shown, known=stats)
-        for label, cells in extra_rows.items():
-            df.loc[label] = [cells.get(c, "not in the paper" if c in paper.frame.columns else "—") for c in df.columns]
-        notes = ["Ours in kcal/mol/Å (converted from the file's meV/Å). The paper: MD17 aspirin, EquiformerV2 pre-trained on "
-                 "PCQM4Mv2; the absolute numbers are not comparable unless the data set and backbone are the same."]
-        if paper.note: notes.append("The paper: " + paper.note)
-        sections.append(Section(paper.key, paper.title, df, paper, MEASURED if parsed else NOT_RUN, prov, notes,
-                                [f.name for f in files], extra, data))
-    return sections
-
-# %% ../../nbs/experiments/06_report.ipynb #9d51ec60
-def overhead_files(results_dir) -> list[Path]:
-    "bench_overhead.json first, then the bench_overhead_<tag>.json of other data or batch sizes."
-    return sorted(_files(results_dir, "bench_overhead*.json"), key=lambda p: (p.name != "bench_overhead.json", p.name))
-
-COST_MAP = {"EqV2 (No Noise)": "none", "EqV2 + DeNS": "dens", "EqV2 + DenoiseVAE": "denoisevae", "EqV2 + AniDS (Ours)": "anids"}
-
-# %% ../../nbs/experiments/06_report.ipynb #fd8f1ae9
-def cost_section(results_dir) -> Section:
-    "Table 17 with our parameter counts and epoch times."
-    paper = PAPER_TABLES["computational_cost"]
-    num = paper.numeric()
-    df = paper.frame.copy()
-    base = num.loc["EqV2 (No Noise)", "Training Time per Epoch (s)"]
-    df["paper time / no noise"] = [f"{v / base:.2f}" for v in num["Training Time per Epoch (s)"]]
-    files = _files(results_dir, "computational_cost_*.json")
-    prov, data, used = [], {"paper": num["Training Time per Epoch (s)"] / base, "ours": {}}, []
-    if not files: df["ours"] = NOT_RUN
-    for f in files:
-        d = read_json(f)
-        require(d, ["rows"], f)
-        rows = {}
-        for i, r in enumerate(d["rows"]):
-            require(r, ["method", "n_parameters", "seconds_per_epoch"], f, f", row {i}")
-            rows[r["method"]] = r
-        tag = f" [{f.stem.replace('computational_cost_', '')}]" if len(files) > 1 else ""
-        b = rows.get("none", {}).get("seconds_per_epoch", math.nan)
-        get = lambda p, k: rows.get(COST_MAP[p], {}).get(k)
-        df[f"ours #Parameters{tag}"] = [f"{get(p, 'n_parameters') / 1e6:.2f}M" if get(p, "n_parameters") else NOT_RUN for p in df.index]
-        df[f"ours s per epoch{tag}"] = [f"{get(p, 'seconds_per_epoch'):.2f}" if get(p, "seconds_per_epoch") else NOT_RUN for p in df.index]
-        df[f"ours time / no noise{tag}"] = [f"{get(p, 'seconds_per_epoch') / b:.2f}" if get(p, "seconds_per_epoch") else NOT_RUN
-                                           for p in df.index]
-        data["ours"][f.stem] = {p: get(p, "seconds_per_epoch") / b for p in df.index if get(p, "seconds_per_epoch")}
-        r0 = next(iter(rows.values()))
-        what = (f"{r0.get('backbone')} preset {r0.get('preset')}, {r0.get('n_train')} training structures, batch {r0.get('batch_size')}, "
-                f"{r0.get('epochs')} epochs (generator trained jointly), device {d.get('device', '?')}")
-        prov.append(_ours_line(f.name, what, [d.get("seed")], machine_of(d), _short_rev(d)))
-        used.append(f.name)
-    extra, notes = {}, []
-    # bench_overhead.json (the default run: batches of 8 ethanols) and any bench_overhead_<tag>.json (other data or
-    # batch sizes, e.g. aspirin at batch 32): one table each; the figure's lines come from the default run
-    paper_ratio = f"{num.loc['EqV2 + AniDS (Ours)', 'Training Time per Epoch (s)'] / base:.2f}"
-    names = {"none": ("no noise", "1.00"), "anids_frozen_cached": ("AniDS, generator frozen (covariances cached)", paper_ratio),
-             "anids_joint": ("AniDS, generator trained jointly", paper_ratio)}
-    key = lambda k: f"{k.removeprefix('anids_')}_over_none"
-    for oh in overhead_files(results_dir):
-        d = read_json(oh)
-        require(d, ["ratios", "runs"], oh)
-        if set(d["runs"]) - set(names): raise ValueError(f"results file {oh.name}: unknown runs {sorted(set(d['runs']) - set(names))}; known: {list(names)}")
-        # the benchmark's own ratios (median over alternating rounds), not the ratio of the mean times; a file made with
-        # --rounds 0 (interleaved steps only, e.g. a backbone too slow for whole runs) has none
-        rounds = d["ratios"] or {}
-        ratio = lambda k: (1.0 if k == "none" else rounds[key(k)]) if rounds else None
-        fmt = lambda v, f: "—" if v is None else format(v, f)
-        # the interleaved-steps ratios (when measured): the three runs' steps alternate one by one, so a drift of the
-        # machine's speed cannot favour one run
-        inter = d.get("ratios_interleaved") or {}
-        ratio_i = lambda k: "1.000" if k == "none" else f"{inter[key(k)]:.3f}" if inter else "—"
-        t = pd.DataFrame([[fmt(r.get("seconds_per_epoch"), ".2f"), fmt(ratio(k), ".3f"), ratio_i(k), names[k][1]] for k, r in d["runs"].items()],
-                         index=[names[k][0] for k in d["runs"]],
-                         columns=["ours s per epoch", "ours time / no noise (Lightning epochs, median of rounds)",
-                                  "ours time / no noise (interleaved steps)", "paper time / no noise"])
-        t.index.name = "Method"
-        tag = oh.stem.removeprefix("bench_overhead").removeprefix("_")
-        size = (f"{d['data']}, batch {d['batch_size']} ({d['atoms_per_structure'] * d['batch_size']} atoms)"
-                if all(k in d for k in ("data", "batch_size", "atoms_per_structure")) else None)
-        backbone = "" if d.get("backbone", "painn demo") == "painn demo" else f"{d['backbone']}, "   # PaiNN demo: the default
-        dev = d.get("device", "cpu")
-        on = "" if dev == "cpu" else f", on {dev}"                                                  # a GPU run says which
-        extra["AniDS overhead (benchmarks/bench_overhead.py" + (f", {backbone}{size}" if tag and size else f", {tag}" if tag else "") + on + ")"] = t
-        if not tag and rounds: data["overhead"] = {names[k][0]: ratio(k) for k in d["runs"]}
-        s = d.get("settings", {})
-        prov.append(_ours_line(oh.name, f"{d.get('backbone', '?')}, {d.get('n_train', '?')} structures" + (f" ({size})" if size else "")
-                               + (f", {s.get('epochs', '?')} epochs x {s.get('rounds', '?')} alternating rounds (ratios: median of the rounds)"
-                                  if rounds else ", no whole runs (--rounds 0)")
-                               + (f"; {'then ' if rounds else ''}{s.get('interleaved_epochs')} epochs with the steps interleaved (median of the epochs after the first)" if inter else "")
-                               + (f"; frozen generator from {d['frozen_from']}" if d.get("frozen_from", "qm9") != "qm9" else ""),
-                               [], machine_of(d), _short_rev(d)))
-        used.append(oh.name)
-        if "frozen_cached_p0_over_none" in inter:
-            notes.append(f"{oh.name}: control run (psi frozen and cached, no structure corrupted) / no noise, interleaved steps: "
-                         f"{inter['frozen_cached_p0_over_none']:.3f}")
-    notes += ["The paper: one H100. Absolute times depend on the machine and its load; the ratio to no noise is the comparable number.",
-             "Our DeNS adds no parameters (fixed isotropic noise); DenoiseVAE and AniDS add their generator.",
-             "The paper does not say whether its generator was trained or frozen in this timing; its one AniDS ratio is set beside both of ours."]
-    return Section("computational_cost", paper.title, df, paper, MEASURED if files else NOT_RUN, prov, notes, used, extra, data)
-
-# %% ../../nbs/experiments/06_report.ipynb #9f4f87e8
-def _runs_of(results_dir, kind: str):
-    "All validated run records of `kind` in results_dir, and one provenance line per file."
-    recs, prov, files = [], [], []
-    for f in _files(results_dir, f"{kind}_*.json"):
-        d, rs = read_runs(f, kind)
-        recs += rs
-        settings = ", ".join(f"{k} {v}" for k, v in ((k, d.get(k)) for k in _CONTEXT_KEYS) if isinstance(v, str))
-        what = "; ".join(x for x in (d.get("description"), settings) if x) or "no description recorded"
-        prov.append(_ours_line(f.name, what, [r["seed"] for r in rs], machine_of(d), _short_rev(d)))
-        files.append(f.name)
-    return recs, prov, files
-
-def _group(recs, key=run_label):
-    out = {}
-    for r in recs: out.setdefault(key(r), []).append(r)
-    return out
-
-def _stat(rs, metric) -> Stat|None:
-    # null in an optional number of a run not marked diverged: not measured (e.g. the stress of a model that predicts
-    # none), so left out rather than counted as diverged; required numbers are NaN already (read_runs)
-    vals = [(r["seed"], r[metric]) for r in rs if metric in r and (r[metric] is not None or r.get("diverged"))]
-    where = f"{', '.join(sorted({r['file'] for r in rs}))}, {run_label(rs[0])}, {metric}" if rs else ""
-    return seed_stats([v for _, v in vals], [s for s, _ in vals], where) if vals else None
 
 # %% ../../nbs/experiments/06_report.ipynb #b77d12e3
 def oc22_section(results_dir) -> Section:
@@ -345,50 +60,9 @@ def mptrj_section(results_dir) -> Section:
     return Section("mptrj_alexandria", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov,
                    ["The paper's test set: 15k random ALEXANDRIA structures."], files)
 
-def _norm_name(s: str) -> str: return re.sub(r"[^a-z0-9]", "", str(s).lower())
-
-# %% ../../nbs/experiments/06_report.ipynb #531daddd
-def rmd17_section(results_dir) -> Section:
-    paper = PAPER_TABLES["rmd17"]
-    recs, prov, files = _runs_of(results_dir, "rmd17")
-    cols = {_norm_name(c): c for c in paper.frame.columns}
-    ours, stats, other = {}, {}, {}
-    for label, rs in _group(recs).items():
-        by_mol = _group(rs, lambda r: _norm_name(r["molecule"]))
-        stats[label] = {cols[m]: _stat(v, "force_mae_meV_A") for m, v in by_mol.items() if m in cols}
-        ours[label] = {c: fmt_stat(s, 2) for c, s in stats[label].items()}
-        for m, v in by_mol.items():
-            if m not in cols: other.setdefault(label, {})[v[0]["molecule"]] = fmt_stat(_stat(v, "force_mae_meV_A"), 2)
-    extra = {}
-    if other:
-        t = pd.DataFrame(other).T.fillna("—"); t.index.name = "Model"
-        extra["rMD17 molecules not in the paper's table (force MAE, meV/Å)"] = t
-    n_train = sorted({r.get("n_train") for r in recs if r.get("n_train")})
-    notes = ["The paper: 50 training structures per molecule" + (f"; ours: {', '.join(map(str, n_train))}." if n_train else ".")]
-    return Section("rmd17", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov, notes, files,
-                   extra, data={"paper": paper.numeric(), "ours": stats})
-
-# %% ../../nbs/experiments/06_report.ipynb #7b198985
-def md22_section(results_dir) -> Section:
-    paper = PAPER_TABLES["md22"]
-    recs, prov, files = _runs_of(results_dir, "md22")
-    df = paper.frame.copy()
-    target = _norm_name(df.index[0])
-    if not recs: df["ours"] = NOT_RUN
-    for label, rs in _group(recs).items():
-        by_mol = _group(rs, lambda r: _norm_name(r["molecule"]))
-        col = f"ours: {label}"
-        df[col] = "—"
-        for m, v in by_mol.items():
-            row = df.index[0] if m == target else v[0]["molecule"]
-            if row not in df.index: df.loc[row] = "—"
-            df.loc[row, col] = fmt_stat(_stat(v, "force_mae_meV_A"), 2)
-    return Section("md22", paper.title, df, paper, MEASURED if recs else NOT_RUN, prov,
-                   ["The paper's table names no quantity; its numbers are force MAEs in meV/Å, ours too (`force_mae_meV_A`)."], files)
-
+# %% ../../nbs/experiments/06_report.ipynb #0e9c5add
 GEOMOPT_COLUMNS = {"anids": "AniDS", "dens": "DeNS", "none": "No Denoising"}
 
-# %% ../../nbs/experiments/06_report.ipynb #0e9c5add
 def geometry_section(results_dir) -> Section:
     paper = PAPER_TABLES["geometry_optimisation"]
     recs, prov, files = _runs_of(results_dir, "geometry_optimisation")
@@ -461,92 +135,7 @@ def mlearn_section(results_dir) -> Section:
                                          "as the description says", None))
     return sec
 
-# %% ../../nbs/experiments/06_report.ipynb #dabbe434
-def compare_mace_section(results_dir) -> Section|None:
-    f = Path(results_dir) / "compare_mace.json"
-    if not f.is_file(): return None
-    d = read_json(f)
-    require(d, ["table", "runs"], f)
-    cols = {"force_mae_meV_A": "force MAE (meV/Å)", "force_rmse_meV_A": "force RMSE (meV/Å)",
-            "energy_mae_meV_atom": "energy MAE (meV/atom)", "energy_rmse_meV_atom": "energy RMSE (meV/atom)"}
-    rows = {}
-    def add_rows(table, where, suffix=""):
-        for model, t in table.items():
-            require(t, ["seeds", *cols], f, f", {where}[{model!r}]")
-            rows[model + suffix] = {c: fmt_stat(Stat(t[k]["mean"], t[k]["std"], len(t[k]["values"])), 2) for k, c in cols.items()}
-    # the first comparison's rows carry its `label` when it has one (a recipe re-timed later is not the same recipe)
-    add_rows(d["table"], "table", f" ({d['label']})" if d.get("label") else "")
-    seeds = [r.get("seed") for r in d["runs"]]
-    what = (f"train {d.get('train', {}).get('name')}, test {d.get('test', {}).get('name')}, recipe {d.get('recipe')}, "
-            f"MACE budget {d.get('budget_min', '?'):.1f} min")
-    threads = ", ".join(sorted({str(r.get("threads")) for r in d["runs"]}))
-    prov = [_ours_line(f.name, what, seeds, f"not recorded ({threads} thread per run)", _short_rev(d))]
-    # later re-runs of some rows with newer code (`reruns`: label, description, runs, table) are rows of their own,
-    # named by their label, beside the rows they re-run
-    for k, rerun in enumerate(d.get("reruns") or []):
-        require(rerun, ["label", "description", "runs", "table"], f, f", reruns[{k}]")
-        add_rows(rerun["table"], f"reruns[{k}].table", f" ({rerun['label']})")
-        prov.append(_ours_line(f"{f.name}, re-run '{rerun['label']}'", rerun["description"], [r.get("seed") for r in rerun["runs"]],
-                               "as the description says", ", ".join(sorted({_short_rev(r) for r in rerun["runs"]} - {None})) or None))
-    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "model"
-    return Section("compare_mace", "Ours only: the cpu-30min recipe beside MACE (benchmarks/compare_mace.py)", df, None, MEASURED,
-                   prov, ["No table of the paper: the paper compares with MACE on rMD17 (Table 6) with its published numbers."], [f.name])
-
-def pretrain_section(results_dir) -> Section|None:
-    files = _files(results_dir, "pretrain_*.json")
-    if not files: return None
-    rows, prov = {}, []
-    for f in files:
-        d = read_json(f)
-        require(d, ["provenance"], f)
-        p, g = d["provenance"], d.get("generator_statistics") or {}
-        cfg = p.get("config") or {}
-        rows[f.stem] = {"method": cfg.get("method", "?"), "data": f"{p.get('dataset')} ({p.get('n_train')} structures)",
-                        "steps x batch": f"{p.get('steps')} x {p.get('batch_size')}", "train time (s)": f"{p.get('train_time_s', math.nan):.0f}",
-                        "final KL": f"{(p.get('final') or {}).get('noise/kl', math.nan):.4f}",
-                        "mean λmax/λmin (held out)": f"{g['eigenvalue_ratio_mean']:.3f}" if "eigenvalue_ratio_mean" in g else "—",
-                        "share λmax/λmin > 1.5": f"{g['share_ratio_above_1.5']:.3f}" if "share_ratio_above_1.5" in g else "—"}
-        prov.append(_ours_line(f.name, f"{cfg.get('backbone')} preset {cfg.get('preset')}, sigma_p {cfg.get('sigma_p')}, "
-                               f"lambda_KL {cfg.get('lambda_kl')}, checkpoint {d.get('checkpoint')}", [cfg.get("seed")],
-                               f"{p.get('device')}, {p.get('threads')} threads, torch {(p.get('versions') or {}).get('torch')}",
-                               _short_rev(p)))
-    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "file"
-    return Section("pretrain", "Ours only: the pre-trained generators (nbs/pretrain.ipynb)", df, None, MEASURED, prov,
-                   ["The paper pre-trains EquiformerV2 on PCQM4Mv2 (Table 5 settings); ours are PaiNN on QM9."], [f.name for f in files])
-
-def case_study_section(results_dir) -> Section|None:
-    f, g = Path(results_dir) / "case_study.json", Path(results_dir) / "physical_covariance.json"
-    if not f.is_file() and not g.is_file(): return None
-    rows, prov, files = {}, [], []
-    if f.is_file():
-        d = read_json(f)
-        require(d, ["snph4", "crystal"], f)
-        for name, key in (("SNPH4", "snph4"), ("crystal", "crystal")):
-            s, u = d[key]["summary"], d[key]["summary_untrained"]
-            rows[f"{name}: Spearman eigenvalue vs 1/sMAPE (per direction)"] = [f"{s['spearman_direction']:.3f}", f"{u['spearman_direction']:.3f}", "—"]
-            rows[f"{name}: Spearman per atom"] = [f"{s['spearman_atom']:.3f}", f"{u['spearman_atom']:.3f}", "—"]
-        oc = d["crystal"].get("o_o_cos") or {}
-        if "anids" in oc: rows["crystal: O-O |cos| with the smallest eigenvector"] = [f"{oc['anids']:.3f}", f"{oc.get('untrained', math.nan):.3f}", "—"]
-        settings = ", ".join(f"{k} {v}" for k, v in (d.get("settings") or {}).items())
-        prov.append(_ours_line(f.name, f"generator {Path(d.get('checkpoint', '?')).name}; {settings}", [d.get("seed")],
-                               machine_of(d), _short_rev(d)))
-        files.append(f.name)
-    if g.is_file():
-        d = read_json(g)
-        require(d, ["summary"], g)
-        groups = d["summary"].get("anids", {})
-        for grp in groups:
-            rows[f"physical covariance, {grp}: stiff-direction |cos|"] = [
-                "—" if d["summary"].get(m, {}).get(grp, {}).get("stiff_cos_mean") is None else f"{d['summary'][m][grp]['stiff_cos_mean']:.3f}"
-                for m in ("anids", "anids_untrained", "random_orientation")]
-        prov.append(_ours_line(g.name, f"{len(d.get('structures', []))} structures, harmonic covariance k_B T H^+ from xTB Hessians",
-                               [d.get("seed")], machine_of(d), _short_rev(d)))
-        files.append(g.name)
-    df = pd.DataFrame.from_dict(rows, orient="index", columns=["AniDS (pre-trained)", "untrained generator", "random orientations"])
-    df.index.name = "quantity"
-    return Section("case_study", "Ours only: the case study (Sec. 4.4, Figs. 3-4 of the paper) and the physical covariance", df, None,
-                   MEASURED, prov, ["The paper shows the case study in figures, without a table."], files)
-
+# %% ../../nbs/experiments/06_report.ipynb #89bf0f35
 _BENCH_READ_ELSEWHERE = ("bench_overhead",)   # the computational-cost table reads bench_overhead*.json
 
 def benchmark_section(results_dir) -> Section|None:
@@ -585,6 +174,37 @@ def benchmark_section(results_dir) -> Section|None:
     df = pd.DataFrame.from_dict(rows, orient="index").fillna("—"); df.index.name = "benchmark"
     return Section("benchmarks", "Ours only: the benchmarks (benchmarks/bench_*.py; step times against the authors' code where there is one)", df, None, MEASURED,
                    prov, ["No table of the paper."], files)
+
+# %% ../../nbs/experiments/06_report.ipynb #971c3987
+def compare_mace_section(results_dir) -> Section|None:
+    f = Path(results_dir) / "compare_mace.json"
+    if not f.is_file(): return None
+    d = read_json(f)
+    require(d, ["table", "runs"], f)
+    cols = {"force_mae_meV_A": "force MAE (meV/Å)", "force_rmse_meV_A": "force RMSE (meV/Å)",
+            "energy_mae_meV_atom": "energy MAE (meV/atom)", "energy_rmse_meV_atom": "energy RMSE (meV/atom)"}
+    rows = {}
+    def add_rows(table, where, suffix=""):
+        for model, t in table.items():
+            require(t, ["seeds", *cols], f, f", {where}[{model!r}]")
+            rows[model + suffix] = {c: fmt_stat(Stat(t[k]["mean"], t[k]["std"], len(t[k]["values"])), 2) for k, c in cols.items()}
+    # the first comparison's rows carry its `label` when it has one (a recipe re-timed later is not the same recipe)
+    add_rows(d["table"], "table", f" ({d['label']})" if d.get("label") else "")
+    seeds = [r.get("seed") for r in d["runs"]]
+    what = (f"train {d.get('train', {}).get('name')}, test {d.get('test', {}).get('name')}, recipe {d.get('recipe')}, "
+            f"MACE budget {d.get('budget_min', '?'):.1f} min")
+    threads = ", ".join(sorted({str(r.get("threads")) for r in d["runs"]}))
+    prov = [_ours_line(f.name, what, seeds, f"not recorded ({threads} thread per run)", _short_rev(d))]
+    # later re-runs of some rows with newer code (`reruns`: label, description, runs, table) are rows of their own,
+    # named by their label, beside the rows they re-run
+    for k, rerun in enumerate(d.get("reruns") or []):
+        require(rerun, ["label", "description", "runs", "table"], f, f", reruns[{k}]")
+        add_rows(rerun["table"], f"reruns[{k}].table", f" ({rerun['label']})")
+        prov.append(_ours_line(f"{f.name}, re-run '{rerun['label']}'", rerun["description"], [r.get("seed") for r in rerun["runs"]],
+                               "as the description says", ", ".join(sorted({_short_rev(r) for r in rerun["runs"]} - {None})) or None))
+    df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "model"
+    return Section("compare_mace", "Ours only: the cpu-30min recipe beside MACE (benchmarks/compare_mace.py)", df, None, MEASURED,
+                   prov, ["No table of the paper: the paper compares with MACE on rMD17 (Table 6) with its published numbers."], [f.name])
 
 # %% ../../nbs/experiments/06_report.ipynb #b1e2a3d5
 HEADLINE_ROWS = tuple(tuple(r) for r in REPORT_DATA["headline"]["rows"])
@@ -835,122 +455,3 @@ def report_figures(report: Report, figures_dir, dpi: int = 100) -> dict:
             save(fig, "geometry_optimisation")
     report.figures.update(made)
     return made
-
-# %% ../../nbs/experiments/06_report.ipynb #8f5e74b7
-@dataclass
-class Study:
-    "One study's page: the hand-written summary and the commands, and which results files, sections and figures it shows."
-    slug: str
-    title: str
-    summary: str
-    commands: list
-    results: list                                  # glob patterns under results/
-    sections: list = field(default_factory=list)   # Section keys to show (empty: every section its files fill)
-    figures: list = field(default_factory=list)    # more figures (file names under figures/)
-
-STUDY_KEYS = ("slug", "title", "summary", "commands", "results", "sections", "figures")
-
-# %% ../../nbs/experiments/06_report.ipynb #cef8c49f
-def load_studies(path) -> list[Study]:
-    "The studies of a TOML file (one `[[study]]` each), checked: known keys, unique slugs, a summary and a command each."
-    import tomllib
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no studies file {path}")
-    out = []
-    for i, raw in enumerate(tomllib.loads(path.read_text(encoding="utf-8")).get("study", [])):
-        unknown, missing = set(raw) - set(STUDY_KEYS), {"slug", "title", "summary", "commands", "results"} - set(raw)
-        if unknown or missing:
-            raise ValueError(f"{path}: study {i} ({raw.get('slug', '?')}) has unknown keys {sorted(unknown)} or lacks {sorted(missing)}")
-        if not re.fullmatch(r"[a-z0-9-]+", raw["slug"]): raise ValueError(f"{path}: slug {raw['slug']!r} is not lower-case words and dashes")
-        if not raw["summary"].strip() or not raw["commands"]: raise ValueError(f"{path}: study {raw['slug']!r} needs a summary and a command")
-        out.append(Study(**raw))
-    slugs = [s.slug for s in out]
-    if len(set(slugs)) != len(slugs): raise ValueError(f"{path}: slugs repeat: {sorted(s for s in slugs if slugs.count(s) > 1)}")
-    if not out: raise ValueError(f"{path} holds no [[study]]")
-    return out
-
-def study_files(study: Study, results_dir) -> list[Path]:
-    "The results files of a study (its patterns in `results_dir`), sorted; a pattern that matches nothing is an error."
-    files = set()
-    for pattern in study.results:
-        hits = _files(results_dir, pattern)
-        if not hits: raise FileNotFoundError(f"study {study.slug!r}: no results file in {results_dir} matches {pattern!r}")
-        files.update(hits)
-    return sorted(files)
-
-# %% ../../nbs/experiments/06_report.ipynb #653787dc
-def _demote(markdown: str) -> str:
-    "Every heading one level down (## -> ###), outside code blocks."
-    out, fence = [], False
-    for line in markdown.splitlines():
-        if line.startswith("```"): fence = not fence
-        out.append("#" + line if line.startswith("#") and not fence else line)
-    return "\n".join(out)
-
-_FIGURE_OF = {"ablation_a": "ablation"}   # report_figures draws Table 3 (a) and (b) as one figure
-
-# %% ../../nbs/experiments/06_report.ipynb #ff428a08
-def study_page(study: Study, results_dir, figures_dir, out_dir, draw: bool = True) -> str:
-    """The Markdown page of `study`: the report built on a folder that holds only its results files, so that each table
-    shows exactly them. `draw`: write the report's figures for those files to `figures_dir/<slug>_report_*.png`."""
-    import shutil, tempfile
-    files = study_files(study, results_dir)
-    with tempfile.TemporaryDirectory() as tmp:
-        for f in files: shutil.copy(f, tmp)
-        rep = build_report(tmp)
-        keys = study.sections or [s.key for s in rep.sections if s.files]
-        known = [s.key for s in rep.sections]
-        unknown = [k for k in keys if k not in known]
-        if unknown: raise ValueError(f"study {study.slug!r}: no report section {unknown}; known: {known}")
-        sections = [rep.section(k) for k in keys]
-        empty = [s.key for s in sections if not s.files]
-        if empty: raise ValueError(f"study {study.slug!r}: its results files fill no table of section(s) {empty}")
-        # a section's figure: figures/<slug>_report_<key>.png, drawn now (draw) or as drawn before
-        target = lambda s: Path(figures_dir) / f"{study.slug}_report_{_FIGURE_OF.get(s.key, s.key)}.png"
-        if draw:
-            made = report_figures(rep, Path(tmp) / "figures")
-            for s in sections:
-                if _FIGURE_OF.get(s.key, s.key) in made:
-                    target(s).parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copy(made[_FIGURE_OF.get(s.key, s.key)], target(s))
-        out = [f"# {study.title}", "", study.summary.strip(), "", "## Make it again", "", "```bash", *study.commands, "```", ""]
-        for s in sections:
-            out += [_demote(s.to_markdown(target(s) if target(s).is_file() else None, out_dir)), ""]
-    for name in study.figures:
-        path = Path(figures_dir) / name
-        if not path.is_file(): raise FileNotFoundError(f"study {study.slug!r} shows {path}, which does not exist")
-        out += [f"![{Path(name).stem}]({_rel_path(path, out_dir)})", ""]
-    out += ["## Results files", "", ", ".join(f"`{f.name}`" for f in files), ""]
-    return "\n".join(out).rstrip() + "\n"
-
-# %% ../../nbs/experiments/06_report.ipynb #55833cc4
-def studies_index(studies: list[Study], pages_dir: str, studies_file: str = "studies.toml") -> str:
-    "The index: each study's title linked to its page (in `pages_dir`, relative to the index), and its summary's first sentence."
-    out = ["# Results", "", "What was measured here, one page per study. Each page is made from its results files "
-           "(`results/*.json`) by `anids.experiments.report.write_study_pages` (`papermill nbs/report.ipynb out.ipynb`); "
-           f"only its summary is written by hand, in `{studies_file}`. The paper's tables with our numbers beside them: "
-           "[results/report.md](results/report.md).", ""]
-    for s in studies:
-        first = re.split(r"(?<=[.!?])\s", " ".join(s.summary.split()), maxsplit=1)[0]
-        out.append(f"* [{s.title}]({pages_dir}/{s.slug}.md): {first}")
-    return "\n".join(out) + "\n"
-
-def write_study_pages(studies_file, results_dir, figures_dir, out_dir, index=None, draw: bool = True) -> list[Path]:
-    """Write every study's page to `out_dir/<slug>.md` (and `index`, the list of studies, if given); a results file that no
-    study reads is an error (it would be shown nowhere). Returns the paths written."""
-    studies, out_dir = load_studies(studies_file), Path(out_dir)
-    read = {f for s in studies for f in study_files(s, results_dir)}
-    orphans = [p.name for p in _files(results_dir, "*.json") if p not in read]
-    if orphans: raise ValueError(f"no study of {studies_file} reads {orphans}: add them to a study's `results`")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    written = []
-    for s in studies:
-        path = out_dir / f"{s.slug}.md"
-        path.write_text(study_page(s, results_dir, figures_dir, out_dir, draw), encoding="utf-8")
-        written.append(path)
-    if index is not None:
-        index = Path(index)
-        index.write_text(studies_index(studies, _rel_path(out_dir, index.parent), _rel_path(studies_file, index.parent)),
-                         encoding="utf-8")
-        written.append(index)
-    return written

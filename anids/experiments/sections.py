@@ -10,6 +10,7 @@ import pandas as pd
 from .paper import PaperTable
 from ..provenance import read_toml
 
+
 # %% auto #0
 __all__ = ['REPORT_DATA', 'RUN_SCHEMAS', 'METHOD_NAMES', 'BACKBONE_NAMES', 'NOT_RUN', 'MD17_COLUMNS', 'MEASURED',
            'SELECTION_LEAD', 'LATEX_PREAMBLE', 'read_json', 'require', 'machine_of', 'read_runs', 'run_label', 'Stat',
@@ -303,3 +304,96 @@ def _section_latex(s: Section, figure=None, relative_to=None) -> str:
     return "\n".join(out)
 
 LATEX_PREAMBLE = REPORT_DATA["text"]["latex_preamble"].rstrip("\n")
+
+# %% ../../nbs/experiments/04_sections.ipynb #60e4a52e
+_PROVENANCE_COLUMNS = {"what": "what", "seeds": "seeds", "started_at": "started at", "recorded_revision": "revision",
+                       "training_code": "training code", "concurrency": "concurrency", "resumed": "resumed", "cpu_s": "CPU s",
+                       "check": "check", "note": "note"}
+"A `provenance` record's fields -> the columns of its table; any other field is a column of its own name, before `note`."
+_PROVENANCE_ALWAYS = ("seeds", "started at", "revision", "concurrency", "resumed", "CPU s", "note")
+_RESUME_FIELDS = ("stopped_at_epoch", "resumed_at")     # told in the `resumed` cell
+
+# %% ../../nbs/experiments/04_sections.ipynb #338e57f4
+def _prov_label(key: str) -> str: return _PROVENANCE_COLUMNS.get(key, key.replace("_", " "))
+
+def _prov_cell(v) -> str:
+    if v is None: return "—"
+    if isinstance(v, bool): return "yes" if v else "no"
+    if isinstance(v, (list, tuple)): return ", ".join(map(_prov_cell, v)) or "—"
+    if isinstance(v, dict): return "; ".join(f"{k.replace('_', ' ')} {_prov_cell(x)}" for k, x in v.items()) or "—"
+    return str(v)
+
+def _prov_frame(entries: list, order: list, always=()) -> pd.DataFrame:
+    "{column: cell} per labelled entry -> a frame indexed by `rows`: columns in `order`, then the others; empty ones dropped unless in `always`."
+    cols = [c for c in dict.fromkeys([*order, *(c for _, cells in entries for c in cells)])
+            if c in always or any(cells.get(c, "—") != "—" for _, cells in entries)]
+    if "note" in cols: cols = [c for c in cols if c != "note"] + ["note"]
+    t = pd.DataFrame([[cells.get(c, "—") for c in cols] for _, cells in entries], index=[label for label, _ in entries], columns=cols)
+    t.index.name = "rows"
+    return t
+
+# %% ../../nbs/experiments/04_sections.ipynb #caae0e4c
+def _provenance_tables(path, d: dict, shown=None, known=None) -> dict:
+    """A results file's `provenance` (a list of records, one per group of its rows) as tables {title: frame}: how the runs
+    were made (seeds, the revision they started at and the one recorded, how many ran at a time, resumed or not, CPU
+    seconds, a note, and any other field of a record) and, where records have a `pretraining`, the pre-trainings they
+    start from. Only the records naming a row in `shown` (all if None; a record without rows always); a record naming a
+    row not in `known` (the file's rows, if given) is an error. A file without `provenance`: {}."""
+    name, recs = Path(path).name, d.get("provenance")
+    if recs is None: return {}
+    if not isinstance(recs, list) or not all(isinstance(r, dict) for r in recs):
+        got = type(recs).__name__ if not isinstance(recs, list) else "a list of " + ", ".join(sorted({type(r).__name__ for r in recs}))
+        raise ValueError(f"results file {name}: `provenance` must be a list of objects (one per group of rows), not {got}")
+    runs, pre = [], []
+    for i, r in enumerate(recs):
+        rows = r.get("rows") or []
+        if not isinstance(rows, list) or not all(isinstance(x, str) for x in rows):
+            raise ValueError(f"results file {name}, provenance[{i}]: `rows` must be a list of row names, not {rows!r}")
+        if known is not None and set(rows) - set(known):
+            raise ValueError(f"results file {name}, provenance[{i}] names rows without runs in the file: {sorted(set(rows) - set(known))}")
+        if not isinstance(r.get("pretraining") or {}, dict):
+            raise ValueError(f"results file {name}, provenance[{i}]: `pretraining` must be an object, not {type(r['pretraining']).__name__}")
+        if shown is not None and rows and not set(rows) & set(shown): continue
+        label, cells = ", ".join(rows) or "all", {}
+        for k, v in r.items():
+            if k in ("rows", "pretraining", *_RESUME_FIELDS): continue
+            if k == "cpu_s" and isinstance(v, list) and len(v) == 2: v = f"{v[0]}-{v[1]}"      # a range over the seeds
+            if k == "resumed" and v is True:
+                how = [f"{w} {r[f]}" for f, w in zip(_RESUME_FIELDS, ("stopped at epoch", "resumed at")) if r.get(f) is not None]
+                v = "yes" + (": " + ", ".join(how) if how else "")
+            cells[_prov_label(k)] = _prov_cell(v)
+        runs.append((label, cells))
+        if r.get("pretraining"): pre.append((label, {_prov_label(k): _prov_cell(v) for k, v in r["pretraining"].items()}))
+    out = {}
+    if runs: out[f"How the runs were made ({name})"] = _prov_frame(runs, list(_PROVENANCE_COLUMNS.values()), _PROVENANCE_ALWAYS)
+    if pre: out[f"The pre-trainings they start from ({name})"] = _prov_frame(pre, [])
+    return out
+
+# %% ../../nbs/experiments/04_sections.ipynb #dfa264ce
+def _rel(x: float, base: float) -> str:
+    return "—" if not (np.isfinite(x) and np.isfinite(base)) else ("0 %" if x == base else f"{100 * (x - base) / base:+.1f} %")
+
+# %% ../../nbs/experiments/04_sections.ipynb #9f4f87e8
+def _runs_of(results_dir, kind: str):
+    "All validated run records of `kind` in results_dir, and one provenance line per file."
+    recs, prov, files = [], [], []
+    for f in _files(results_dir, f"{kind}_*.json"):
+        d, rs = read_runs(f, kind)
+        recs += rs
+        settings = ", ".join(f"{k} {v}" for k, v in ((k, d.get(k)) for k in _CONTEXT_KEYS) if isinstance(v, str))
+        what = "; ".join(x for x in (d.get("description"), settings) if x) or "no description recorded"
+        prov.append(_ours_line(f.name, what, [r["seed"] for r in rs], machine_of(d), _short_rev(d)))
+        files.append(f.name)
+    return recs, prov, files
+
+def _group(recs, key=run_label):
+    out = {}
+    for r in recs: out.setdefault(key(r), []).append(r)
+    return out
+
+def _stat(rs, metric) -> Stat|None:
+    # null in an optional number of a run not marked diverged: not measured (e.g. the stress of a model that predicts
+    # none), so left out rather than counted as diverged; required numbers are NaN already (read_runs)
+    vals = [(r["seed"], r[metric]) for r in rs if metric in r and (r[metric] is not None or r.get("diverged"))]
+    where = f"{', '.join(sorted({r['file'] for r in rs}))}, {run_label(rs[0])}, {metric}" if rs else ""
+    return seed_stats([v for _, v in vals], [s for s, _ in vals], where) if vals else None

@@ -6,10 +6,12 @@ training structures) and its anisotropy (mean lambda_max / lambda_min of Sigma_i
 seed, with DeNS at the sigma_p whose variance equals the learned generators' (0.1 A: 0.0100 A^2) and with the best
 isotropic row measured (lowest mean force MAE among the DeNS sigma_p and DenoiseVAE rows).
 
-Rows come from two places: those already in an ablation results file (`--ablation`, rows `none`, `dens` = sigma_p
-0.05, `dens sigma_p=0.1`, `denoisevae`, `anids-add`, `anids`), and finished `anids-train` runs in `--runs`, one
-folder `<row>_seed<k>` each (`anids_kl0.1`: AniDS from the lambda_KL 0.1 generator; `dens_0.07`, `dens_0.14`). A row
-whose seeds are not all finished is listed as missing, never averaged over fewer seeds without saying so.
+Rows come from two places: those in an ablation results file (`--ablation`, rows `none`, `dens` = sigma_p 0.05,
+`dens sigma_p=0.07`, `dens sigma_p=0.1`, `dens sigma_p=0.14`, `denoisevae`, `anids-add`, `anids`; runs trained one
+`anids-train` at a time join it through `nbs/ablation.ipynb`'s `add_runs`), and finished `anids-train` runs in `--runs`,
+one folder `<row>_seed<k>` each (`anids_kl0.1`: AniDS from the lambda_KL 0.1 generator), or, where this machine lacks
+the folders, the same runs in the previous results file (`--previous`). A row whose seeds are not all finished is
+listed as missing, never averaged over fewer seeds without saying so.
 
     anids-train --recipe cpu-30min --seed 0 --threads 1 --train train.xyz --test test_MD.xyz \\
         --method anids --pretrained data/checkpoints/anisotropy_sweep/kl0.1/pretrain_qm9_painn_demo_anids.pt \\
@@ -28,9 +30,9 @@ KL01 = "data/checkpoints/anisotropy_sweep/kl0.1/pretrain_qm9_painn_demo_anids.pt
 ROWS = {
     "none": ("no denoising", "none", ("ablation", "none"), None),
     "dens_0.05": ("DeNS, σ_p 0.05 Å", "dens", ("ablation", "dens"), 0.05),
-    "dens_0.07": ("DeNS, σ_p 0.07 Å", "dens", ("runs", "dens_0.07"), 0.07),
+    "dens_0.07": ("DeNS, σ_p 0.07 Å", "dens", ("ablation", "dens sigma_p=0.07"), 0.07),
     "dens_0.1": ("DeNS, σ_p 0.1 Å", "dens", ("ablation", "dens sigma_p=0.1"), 0.1),
-    "dens_0.14": ("DeNS, σ_p 0.14 Å", "dens", ("runs", "dens_0.14"), 0.14),
+    "dens_0.14": ("DeNS, σ_p 0.14 Å", "dens", ("ablation", "dens sigma_p=0.14"), 0.14),
     "denoisevae": ("DenoiseVAE (learned, isotropic)", "denoisevae", ("ablation", "denoisevae"), SHIPPED.format("denoisevae")),
     "anids-add": ("AniDS-add, shipped generator", "anids-add", ("ablation", "anids-add"), SHIPPED.format("anids-add")),
     "anids": ("AniDS, shipped generator (λ_KL 1)", "anids", ("ablation", "anids"), SHIPPED.format("anids")),
@@ -56,8 +58,9 @@ def noise_of(source, structures) -> dict:
     return {"noise_variance_A2": float(torch.cat(var).mean()), "anisotropy_mean": float(torch.cat(ratio).mean())}
 
 
-def runs_of(key, ablation: dict, runs_dir: Path) -> dict[int, dict]:
-    "seed -> test metrics of a row's finished runs."
+def runs_of(key, ablation: dict, runs_dir: Path, previous: dict|None = None) -> dict[int, dict]:
+    """seed -> test metrics of a row's finished runs. A run folder that this machine lacks (run folders are not
+    committed) is taken from the previous results file, whose records name the run they came from."""
     kind, name = ROWS[key][2]
     out = {}
     if kind == "ablation":
@@ -70,6 +73,10 @@ def runs_of(key, ablation: dict, runs_dir: Path) -> dict[int, dict]:
                 m = json.loads(f.read_text())
                 out[s] = m["test"] | {"source": str(f), "train_time_s": m.get("train_time_s"),
                                       "git_revision": m.get("versions", {}).get("git_revision")}
+            elif previous is not None:
+                old = [r for r in previous.get("runs", []) if r["model"] == ROWS[key][0] and r["seed"] == s]
+                if old: out[s] = {m: old[0][m] for m in METRICS} | {"source": old[0]["source"],
+                                  **{k: old[0][k] for k in ("train_time_s", "git_revision") if k in old[0]}}
     return out
 
 
@@ -84,6 +91,8 @@ def main(argv=None) -> int:
     p.add_argument("--ablation", default="results/ablation_ethanol_cpu30min.json")
     p.add_argument("--runs", default="runs/matched")
     p.add_argument("--out", default="results/matched_noise_ethanol_cpu30min.json")
+    p.add_argument("--previous", default="results/matched_noise_ethanol_cpu30min.json",
+                   help="earlier results file: its runs stand in for run folders not on this machine ('' for none)")
     p.add_argument("--figure", default="figures/matched_noise_ethanol_cpu30min.png")
     a = p.parse_args(argv)
     import torch
@@ -91,9 +100,10 @@ def main(argv=None) -> int:
     from anids.data import read_structures
     structures = read_structures(a.train)
     ablation = json.loads(Path(a.ablation).read_text())
+    previous = json.loads(Path(a.previous).read_text()) if a.previous and Path(a.previous).is_file() else None
     rows, missing = {}, {}
     for key, (label, method, _, source) in ROWS.items():
-        seeds = runs_of(key, ablation, Path(a.runs))
+        seeds = runs_of(key, ablation, Path(a.runs), previous)
         if sorted(seeds) != list(SEEDS):
             missing[key] = f"{label}: seeds {sorted(seeds)} of {list(SEEDS)} finished"
             continue
@@ -107,7 +117,8 @@ def main(argv=None) -> int:
         for s in SEEDS:
             t = r["seeds"][s]
             rec = {"model": r["label"], "method": r["method"], "seed": s, **{m: t[m] for m in METRICS},
-                   "noise_variance_A2": r["noise_variance_A2"], "source": t["source"]}
+                   "noise_variance_A2": r["noise_variance_A2"], "source": t["source"],
+                   **{k: t[k] for k in ("train_time_s", "git_revision") if t.get(k) is not None}}
             if r["anisotropy_mean"] is not None: rec["anisotropy_mean"] = r["anisotropy_mean"]
             for ref, tag in ((MATCHED, "minus_dens_0.1"), (best_iso, "minus_best_isotropic")):
                 if ref in rows and ref != key:

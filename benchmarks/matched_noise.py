@@ -169,7 +169,7 @@ def figure(rows, path):
                     capsize=2, ms=5, label=f"{r['label']}{ani}: {np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}")
     none = (f"; no denoising {np.mean([rows['none']['seeds'][s]['force_mae_meV_A'] for s in SEEDS]):.2f} meV/Å"
             if "none" in rows else "")
-    ax.legend(fontsize=6, loc="upper right", title=f"force MAE, mean ± std of 3 seeds{none}", title_fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title=f"force MAE, mean ± std of 3 seeds{none}", title_fontsize=6)
     ax.set_xlabel("noise size: mean per-atom variance tr(Σ_i)/3 (Å²)")
     ax.set_ylabel("test force MAE (meV/Å)")
     ax.set_title("Ethanol, cpu-30min, 3 seeds: learned anisotropy against isotropic noise of the same size", fontsize=7)

@@ -17,6 +17,11 @@ listed as missing, never averaged over fewer seeds without saying so.
         --method anids --pretrained data/checkpoints/anisotropy_sweep/kl0.1/pretrain_qm9_painn_demo_anids.pt \\
         --out runs/matched/anids_kl0.1_seed0            # seeds 0-2; and --method dens --sigma-p 0.07 / 0.14 --pretrained qm9
     python benchmarks/matched_noise.py --train train.xyz
+
+In the authors' loss unit (energy_std), every row from its own runs (`benchmarks/matched_noise_runs.py`):
+
+    python benchmarks/matched_noise.py --train train.xyz --all-from-runs --runs runs/matched_energy_std \
+        --rows dens_0.1 dens_0.14 denoisevae anids --out results/matched_noise_ethanol_energy_std.json
 """
 from __future__ import annotations
 import argparse, json
@@ -39,6 +44,7 @@ ROWS = {
     "anids_kl0.1": ("AniDS, generator of λ_KL 0.1", "anids", ("runs", "anids_kl0.1"), KL01),
 }
 MATCHED = "dens_0.1"
+SETTINGS = ("epochs", "scale_statistic", "sigma_p", "method")   # recorded per run read from its folder
 METRICS = ("force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV", "energy_rmse_meV")
 
 
@@ -58,10 +64,11 @@ def noise_of(source, structures) -> dict:
     return {"noise_variance_A2": float(torch.cat(var).mean()), "anisotropy_mean": float(torch.cat(ratio).mean())}
 
 
-def runs_of(key, ablation: dict, runs_dir: Path, previous: dict|None = None) -> dict[int, dict]:
+def runs_of(key, ablation: dict|None, runs_dir: Path, previous: dict|None = None) -> dict[int, dict]:
     """seed -> test metrics of a row's finished runs. A run folder that this machine lacks (run folders are not
-    committed) is taken from the previous results file, whose records name the run they came from."""
-    kind, name = ROWS[key][2]
+    committed) is taken from the previous results file, whose records name the run they came from. Without an
+    ablation file every row is read from its run folders `<row>_seed<k>`."""
+    kind, name = ROWS[key][2] if ablation is not None else ("runs", key)
     out = {}
     if kind == "ablation":
         for r in ablation["runs"]:
@@ -72,7 +79,8 @@ def runs_of(key, ablation: dict, runs_dir: Path, previous: dict|None = None) -> 
             if f.is_file():
                 m = json.loads(f.read_text())
                 out[s] = m["test"] | {"source": str(f), "train_time_s": m.get("train_time_s"),
-                                      "git_revision": m.get("versions", {}).get("git_revision")}
+                                      "git_revision": m.get("versions", {}).get("git_revision"),
+                                      "settings": {k: m.get("config", {}).get(k) for k in SETTINGS}}
             elif previous is not None:
                 old = [r for r in previous.get("runs", []) if r["model"] == ROWS[key][0] and r["seed"] == s]
                 if old: out[s] = {m: old[0][m] for m in METRICS} | {"source": old[0]["source"],
@@ -89,26 +97,37 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--train", required=True, help="the training structures (for each noise's size on them)")
     p.add_argument("--ablation", default="results/ablation_ethanol_cpu30min.json")
+    p.add_argument("--all-from-runs", action="store_true", help="read every row from --runs, none from --ablation")
+    p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS), help="the rows of the table")
     p.add_argument("--runs", default="runs/matched")
     p.add_argument("--out", default="results/matched_noise_ethanol_cpu30min.json")
-    p.add_argument("--previous", default="results/matched_noise_ethanol_cpu30min.json",
-                   help="earlier results file: its runs stand in for run folders not on this machine ('' for none)")
-    p.add_argument("--figure", default="figures/matched_noise_ethanol_cpu30min.png")
+    p.add_argument("--previous", default=None,
+                   help="earlier results file: its runs stand in for run folders not on this machine (default: --out; '' for none)")
+    p.add_argument("--figure", default=None, help="default: figures/<stem of --out>.png")
     a = p.parse_args(argv)
     import torch
     torch.set_num_threads(1)
     from anids.data import read_structures
     structures = read_structures(a.train)
-    ablation = json.loads(Path(a.ablation).read_text())
-    previous = json.loads(Path(a.previous).read_text()) if a.previous and Path(a.previous).is_file() else None
+    ablation = None if a.all_from_runs else json.loads(Path(a.ablation).read_text())
+    previous = a.out if a.previous is None else a.previous
+    previous = json.loads(Path(previous).read_text()) if previous and Path(previous).is_file() else None
     rows, missing = {}, {}
-    for key, (label, method, _, source) in ROWS.items():
+    for key, (label, method, _, source) in ((k, ROWS[k]) for k in a.rows):
         seeds = runs_of(key, ablation, Path(a.runs), previous)
         if sorted(seeds) != list(SEEDS):
             missing[key] = f"{label}: seeds {sorted(seeds)} of {list(SEEDS)} finished"
             continue
         rows[key] = {"label": label, "method": method, "seeds": seeds,
                      **(noise_of(source, structures) if source is not None else {"noise_variance_A2": 0.0, "anisotropy_mean": None})}
+    budget = "cpu-30min (PaiNN demo, 600 epochs, one thread), losses in units of the training force RMS"
+    if a.all_from_runs:   # the settings the runs themselves recorded, which must agree
+        settings = {k: {json.dumps(r["seeds"][s]["settings"][k]) for r in rows.values() for s in SEEDS} for k in ("epochs", "scale_statistic")}
+        if any(len(v) != 1 for v in settings.values()):
+            raise SystemExit(f"the runs differ in their settings: {settings}")
+        epochs, unit = (json.loads(settings[k].pop()) for k in ("epochs", "scale_statistic"))
+        budget = (f"cpu-30min with {epochs} epochs (PaiNN demo, one thread), losses in units of the training "
+                  + {"energy_std": "energy std (the authors' unit)", "force_rms": "force RMS"}[unit])
     iso = [k for k in rows if rows[k]["method"] in ("dens", "denoisevae")]
     mean_mae = lambda k: np.mean([rows[k]["seeds"][s]["force_mae_meV_A"] for s in SEEDS])
     best_iso = min(iso, key=mean_mae)
@@ -136,12 +155,12 @@ def main(argv=None) -> int:
                 paired[f"{rows[key]['label']} minus {rows[ref]['label']}"] = d
     out = {"description": ("Does learned anisotropic noise beat isotropic noise of the same size? Ethanol (rMD17 geometries, "
                            "PBE/def2-SVP labels; 950 train / 50 val split by the seed; test_MD.xyz, 1000 frames, no noise), "
-                           "cpu-30min (PaiNN demo, 600 epochs, one thread), seeds 0-2 paired. noise_variance_A2: mean "
+                           f"{budget}, seeds 0-2 paired. noise_variance_A2: mean "
                            "tr(Sigma_i)/3 on the training structures; *_minus_*: this seed minus the reference row's seed."),
            "recipe": "cpu-30min", "dataset": "ethanol_rmd17_pbe",
            "best_isotropic": rows[best_iso]["label"], "matched_isotropic": rows[MATCHED]["label"] if MATCHED in rows else None,
            "table": table, "paired": paired, "missing": missing, "runs": runs,
-           "commands": [l.strip() for l in __doc__.split("\n\n")[-1].strip().splitlines()]}
+           "commands": [l.strip() for l in __doc__.split("\n\n")[-1 if a.all_from_runs else -3].strip().splitlines()]}
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
     for label, t in table.items():
@@ -151,11 +170,11 @@ def main(argv=None) -> int:
         print(f"{k}: MAE {d['force_mae_meV_A']['mean']:+.3f} ± {d['force_mae_meV_A']['std']:.3f}, "
               f"RMSE {d['force_rmse_meV_A']['mean']:+.3f} ± {d['force_rmse_meV_A']['std']:.3f}")
     for v in missing.values(): print("missing:", v)
-    figure(rows, a.figure)
+    figure(rows, a.figure or f"figures/{Path(a.out).stem}.png", budget)
     return 0
 
 
-def figure(rows, path):
+def figure(rows, path, budget):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -172,7 +191,7 @@ def figure(rows, path):
     ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title=f"force MAE, mean ± std of 3 seeds{none}", title_fontsize=6)
     ax.set_xlabel("noise size: mean per-atom variance tr(Σ_i)/3 (Å²)")
     ax.set_ylabel("test force MAE (meV/Å)")
-    ax.set_title("Ethanol, cpu-30min, 3 seeds: learned anisotropy against isotropic noise of the same size", fontsize=7)
+    ax.set_title(f"Ethanol, {budget.split(' (')[0]}, 3 seeds: learned anisotropy against isotropic noise of the same size", fontsize=7)
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=130, bbox_inches="tight")
     plt.close(fig)

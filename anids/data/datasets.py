@@ -529,9 +529,10 @@ def training_sets(train, val=None, test=None, seed: int = 0, val_fraction: float
         n_val = max(1, int(round(val_fraction * len(structures))))
         if n_val >= len(structures): raise ValueError(f"{len(structures)} structures are too few to split off a validation set")
         if n_val < FEW_VALIDATION:   # the validation error, and best.ckpt, would rest on a handful of structures
-            warnings.warn(f"--val-fraction {val_fraction:g} of the {len(structures)} structures of {train} gives {n_val} "
-                          f"validation structure{'s' if n_val > 1 else ''}: raise --val-fraction (to at least "
-                          f"{FEW_VALIDATION / len(structures):.2g} for {FEW_VALIDATION}) or give --val FILE", stacklevel=2)
+            warnings.warn(f"val_fraction {val_fraction:g} (anids-train --val-fraction) of the {len(structures)} structures of {train} "
+                          f"gives {n_val} validation structure{'s' if n_val > 1 else ''}: raise val_fraction (to at least "
+                          f"{FEW_VALIDATION / len(structures):.2g} for {FEW_VALIDATION}) or give a validation file (val, --val FILE)",
+                          stacklevel=2)
         perm = np.random.default_rng(seed).permutation(len(structures))
         val_set, structures = [structures[i] for i in perm[:n_val]], [structures[i] for i in perm[n_val:]]
     unit = read_kw.get("energy_unit") or ("kcal/mol" if str(train).endswith(".npz") else "eV")

@@ -25,7 +25,7 @@ def test_staged_sources(tmp_path):
     assert index.startswith((ROOT / "README.md").read_text().splitlines()[0])
     guide = (tmp_path / "GUIDE.md").read_text()   # every notebook, linked to its page and its module's
     assert "[`method/01_noise`](nbs/method/01_noise.ipynb) | {py:mod}`anids.method.noise` |" in guide
-    assert "[`train/04_fit`](nbs/train/04_fit.ipynb) | {py:mod}`anids.train.loop` |" in guide and "\nGUIDE\n" in index
+    assert "[`train/05_fit`](nbs/train/05_fit.ipynb) | {py:mod}`anids.train.loop` |" in guide and "\nGUIDE\n" in index
     # the results: their index (RESULTS.md) in the table of contents, one page per study under results/ with its figures
     results = (tmp_path / "RESULTS.md").read_text()
     assert results.startswith((ROOT / "RESULTS.md").read_text().splitlines()[0])

@@ -8,6 +8,7 @@ from pathlib import Path
 import ase.units
 import torch
 from ..data import datasets as D
+from ..data.labelled_sets import training_sets
 from ..data.mlearn import VASP_STRESS_ORDER, _stress_index
 from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
@@ -260,7 +261,7 @@ def load_crystal_sets(train_file, test_files: dict, seed: int, val_fraction: flo
     file as validation, drawn with the seed), plus the further test sets. Returns train, val, tests {name: list}, extra."""
     names = list(test_files)
     keys = dict(energy_key=energy_key, forces_key=forces_key, stress_key=stress_key)
-    s = D.training_sets(train_file, test=test_files[names[0]], seed=seed, val_fraction=val_fraction, stress_order=stress_order, **keys)
+    s = training_sets(train_file, test=test_files[names[0]], seed=seed, val_fraction=val_fraction, stress_order=stress_order, **keys)
     train, val, extra = s["train"], s["val"], s["extra"]
     tests = {names[0]: s["test"]}
     for name in names[1:]:

@@ -9,6 +9,7 @@ from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit, force_mae
 from .run_folders import RunClaim, RunFolderError, claim_out_dir
 from ..method.checkpoints import WriteError
 from ..data import datasets as D
+from ..data.labelled_sets import training_sets
 from ..data.structures import validate_structures
 from ..data.downloads import DatasetNotAvailableError
 
@@ -122,7 +123,7 @@ def config_docs(cls=TrainConfig) -> dict[str, str]:
     return {f.name: docs[f.name] for f in fields(cls)}
 
 def load_sets(args) -> tuple[list, list, list|None, str, dict]:
-    "Train / val / test structures from the command-line arguments (`anids.data.datasets.training_sets`), their unit, and a description."
+    "Train / val / test structures from the command-line arguments (`anids.data.labelled_sets.training_sets`), their unit, and a description."
     if args.md17:
         frames = D.load_md17(args.md17, source=args.source)
         tr, va, te = D.split_indices(len(frames), seed=args.seed or 0)
@@ -130,7 +131,7 @@ def load_sets(args) -> tuple[list, list, list|None, str, dict]:
         return pick(tr), pick(va), pick(te), "kcal/mol", {"dataset": f"md17/{args.md17}", "source": args.source}
     if not args.train: raise SystemExit("anids-train: give --train FILE or --md17 MOLECULE")
     try:
-        s = D.training_sets(args.train, args.val, args.test, seed=args.seed or 0, val_fraction=args.val_fraction,
+        s = training_sets(args.train, args.val, args.test, seed=args.seed or 0, val_fraction=args.val_fraction,
                             stress_order=args.stress_order, energy_key=args.energy_key, forces_key=args.forces_key,
                             stress_key=args.stress_key, energy_unit=args.energy_unit, length_unit=args.length_unit)
     except ValueError as e:

@@ -27,7 +27,7 @@ Paths: `chunked` is the default (`anids.nn.graphs.DEFAULT_EDGE_CHUNK_SIZE` edges
 `--max-unchunked` atoms (it needs about 5 GB at 10^4 atoms); a chunked size is skipped when a linear fit of the
 peaks of the previous sizes predicts more than `--max-rss-gb`. Where both paths ran, their energies, forces, stresses and
 Sigma_i are compared (float32, so agreement to rounding, not to 1e-10; the float64 identity is a test in
-nbs/nn/04_painn.ipynb, nbs/method/01_noise.ipynb and nbs/method/03_model.ipynb).
+nbs/nn/04_painn.ipynb, nbs/method/01_noise.ipynb and nbs/method/04_model.ipynb).
 
 `--backbone geomformer` measures the MPtrj GeoMFormer recipe (`mptrj` in anids.train): `build_model("geomformer",
 preset="mptrj", generator_preset="mptrj_generator", method="anids", force_mode="conservative", seed=0)`, a 6-layer,

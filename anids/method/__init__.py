@@ -4,4 +4,4 @@
 __all__ = []
 
 # %% ../../nbs/method/00_index.ipynb #23cf57fd
-r"""The method: noise, losses and the model. The paper's contribution: the noise generator \psi and the covariances of Eq. 14-15 (`noise`), the losses of Eq. 9-11 (`losses`), the model with Algorithms 1 and 2 (`model`), its files (`checkpoints`) and the ASE calculator (`calculator`). Imports `anids.nn` and `anids.data`."""
+r"""The method: noise, losses and the model. The paper's contribution: the noise generator \psi and the covariances of Eq. 14-15 (`noise`), the losses of Eq. 9-11 (`losses`), the draws of one step and what the denoiser sees of them (`views`), the model with Algorithms 1 and 2 (`model`), its files (`checkpoints`) and the ASE calculator (`calculator`). Imports `anids.nn` and `anids.data`."""

@@ -142,29 +142,9 @@ def test_ablation_notebook_makes_a_results_file_from_runs(tmp_path):
 
 
 def _copper_mlearn_files(d: Path) -> dict:
-    """Small mlearn-format files of copper cells with ASE's EMT labels: a training file with a strained series (so
-    the stress order can be checked) and rattled cells, a test file and a larger, more disordered 'ood' file."""
-    import numpy as np
-    from ase.build import bulk
-    from ase.calculators.emt import EMT
-    from anids.experiments.crystals import write_mlearn
-
-    def cells(n_rattled, seed, strained=True, size=(1, 1, 1), rattle=0.05):
-        base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
-        out = []
-        if strained:
-            b = base.copy(); b.rattle(0.02, seed=seed)
-            for mode in (np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
-                         np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]])):
-                for s in (-0.02, -0.01, 0.01, 0.02):
-                    a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True); out.append(a)
-        for k in range(n_rattled):
-            a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); out.append(a)
-        for a in out: a.calc = EMT()
-        return out
-    return {"train": write_mlearn(cells(6, 0), d / "Cu" / "training.json"),
-            "test": write_mlearn(cells(5, 100, strained=False), d / "Cu" / "test.json"),
-            "ood": write_mlearn(cells(3, 200, strained=False, size=(2, 1, 1), rattle=0.12), d / "Cu" / "ood.json")}
+    "The EMT copper set of the crystals notebook (training with a strained series, test, ood), in d/Cu."
+    from anids.experiments.crystals import emt_copper_set
+    return emt_copper_set(d / "Cu", n_rattled=6)
 
 
 def _crystal_params(tmp_path, files, **kw):

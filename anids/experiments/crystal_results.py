@@ -7,18 +7,16 @@ from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from ..method.noise import NOISE_METHODS
-from . import seed_table, write_results, study_dirs
+from . import seed_table, write_results
 from .paper import PAPER_TABLES
 from .sections import METHOD_NAMES, read_runs
-from .crystals import (CRYSTAL_METRICS, CRYSTAL_TABLES, CrystalSetup, QUANTITY_METRIC, RUN_LAYOUT, crystal_setup,
-                                        run_setup, _tail, _weights_label)
+from .crystals import (CRYSTAL_METRICS, CRYSTAL_TABLES, CrystalSetup, QUANTITY_METRIC, RUN_LAYOUT, _tail,
+                                        _weights_label)
 
 # %% auto #0
-__all__ = ['CRYSTAL_STUDY_KEYS', 'first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame',
-           'per_seed_frame', 'read_mace', 'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure',
-           'crystal_results', 'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline',
-           'summary_against', 'load_crystal_study', 'crystal_study_setups', 'run_crystal_study', 'crystal_study_table']
+__all__ = ['first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace',
+           'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results',
+           'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
 
 # %% ../../nbs/experiments/10_crystal_results.ipynb #a6476310
 def _finite(x) -> float:
@@ -498,80 +496,3 @@ def summary_against(path, reference, refs=("none",), test: str|None = None) -> d
             b.get("test_files", {}).get(b.get("test_set"), "")):
         raise ValueError(f"{Path(path).name} and {Path(reference).name} were tested on different sets")
     return crystal_summary(with_baseline(rows, reference, a.get("train_file") or "", refs), test)
-
-# %% ../../nbs/experiments/10_crystal_results.ipynb #3f492df2
-CRYSTAL_STUDY_KEYS = ("name", "elements", "epochs", "methods", "seeds", "overrides", "pretrained", "backbone",
-                      "backbone_preset", "why")
-"The keys a row of a crystal study may have."
-
-def load_crystal_study(name_or_path="crystals_mlearn") -> dict[str, dict]:
-    """The rows of a crystal study by name (`data/studies/<name>.toml`, found as `anids.experiments.load_study` finds its
-    files) or path, with the defaults filled in: elements Si and Mo, methods none / DeNS / AniDS, seeds 0-2."""
-    import tomllib
-    path = Path(name_or_path)
-    if path.suffix != ".toml":
-        path = next((d / f"{name_or_path}.toml" for d in study_dirs() if (d / f"{name_or_path}.toml").is_file()), None)
-        if path is None: raise FileNotFoundError(f"no crystal study {name_or_path!r} in {[str(d) for d in study_dirs()]}")
-    rows = {}
-    for i, raw in enumerate(tomllib.loads(Path(path).read_text(encoding="utf-8")).get("row", [])):
-        unknown = set(raw) - set(CRYSTAL_STUDY_KEYS)
-        if unknown or "name" not in raw: raise ValueError(f"{path}: row {i} has unknown keys {sorted(unknown)} or no name")
-        if raw["name"] in rows: raise ValueError(f"{path}: two rows named {raw['name']!r}")
-        bad = [m for m in raw.get("methods", []) if m not in NOISE_METHODS]
-        if bad: raise ValueError(f"{path}: row {raw['name']!r} names unknown methods {bad}; use {list(NOISE_METHODS)}")
-        rows[raw["name"]] = {"elements": ["Si", "Mo"], "methods": ["none", "dens", "anids"], "seeds": [0, 1, 2], "overrides": {},
-                             **{k: v for k, v in raw.items() if k not in ("name", "why")}}
-    if not rows: raise ValueError(f"{path} holds no [[row]]")
-    return rows
-
-# %% ../../nbs/experiments/10_crystal_results.ipynb #e690d909
-def crystal_study_setups(rows: dict, mlearn_dir, budget: str = "cpu", check_files: bool = True) -> list[tuple[str, str, CrystalSetup]]:
-    "(row, element, setup) for every row and element: `crystal_setup` of the row's settings on `<mlearn_dir>/<element>`."
-    out = []
-    for name, row in rows.items():
-        for element in row["elements"]:
-            setup = crystal_setup("oc22", budget, element=element, mlearn_dir=mlearn_dir, epochs=row.get("epochs"),
-                                  backbone=row.get("backbone"), backbone_preset=row.get("backbone_preset"),
-                                  pretrained=row.get("pretrained"), check_files=check_files, **row["overrides"])
-            out.append((name, element, setup))
-    return out
-
-def run_crystal_study(name_or_path="crystals_mlearn", mlearn_dir="data/mlearn", rows=None, budget: str = "cpu",
-                      out_dir="runs/mlearn", results_dir="results", workers: int = 1, threads: int = 1) -> list[Path]:
-    """Train every row (or the rows named in `rows`) of a crystal study and write each row and element's results file;
-    finished runs in `out_dir` are read, not re-run. Returns the results files."""
-    study = load_crystal_study(name_or_path)
-    unknown = set(rows or []) - set(study)
-    if unknown: raise ValueError(f"unknown rows {sorted(unknown)}; the study has {list(study)}")
-    chosen = {k: v for k, v in study.items() if rows is None or k in rows}
-    paths = []
-    for name, element, setup in crystal_study_setups(chosen, mlearn_dir, budget):   # every setting checked before any run
-        row = chosen[name]
-        records = run_setup(setup, row["methods"], row["seeds"], out_dir=Path(out_dir) / setup.results_name, workers=workers,
-                            threads=threads)
-        paths.append(write_crystal_results(crystal_results(records, setup, out_dir=out_dir), results_dir))
-    return paths
-
-# %% ../../nbs/experiments/10_crystal_results.ipynb #6222bbfd
-def crystal_study_table(name_or_path="crystals_mlearn", results_dir="results", metric: str = "force_mae_meV_A",
-                        budget: str = "cpu") -> pd.DataFrame:
-    """One line per row and element: the results file, and `metric` of every method (mean ± std over the file's seeds)
-    with AniDS's paired change against no denoising; 'not run' where the row's results file does not exist."""
-    lines = []
-    study = load_crystal_study(name_or_path)
-    for name, element, setup in crystal_study_setups(study, "mlearn", budget, check_files=False):
-        path = Path(results_dir) / f"{setup.results_name}.json"
-        line = {"row": name, "element": element, "results file": path.name}
-        if path.is_file():
-            summary = json.loads(path.read_text())["summary"][metric]
-            for m in NOISE_METHODS:   # every method the file has (a file may hold more than the row asks for)
-                if m in summary:
-                    e = summary[m]
-                    spread = f" ± {e['std']:.2f}" if e.get("std") is not None else ""   # one seed: no spread
-                    line[method_label(m)] = f"{e['mean']:.2f}{spread} (n={e['n_seeds']})"
-            vs = (summary.get("anids") or {}).get("vs none")
-            line["AniDS vs none"] = f"{100 * vs['relative']:+.1f} %" if vs and vs.get("relative") is not None else "—"
-        else:
-            line["AniDS vs none"] = "not run"
-        lines.append(line)
-    return pd.DataFrame(lines).set_index(["row", "element"]).fillna("—")

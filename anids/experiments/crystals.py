@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
+import numpy as np
 import ase.units
 import torch
 from ..data import datasets as D
@@ -20,8 +21,8 @@ from ..provenance import read_toml
 
 # %% auto #0
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'write_mlearn',
-           'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run',
-           'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup']
+           'emt_copper_set', 'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of',
+           'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 def _crystal_tables() -> dict:
@@ -74,6 +75,38 @@ def write_mlearn(frames, path, stress_order: str = VASP_STRESS_ORDER, groups=Non
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(entries))
     return path
+
+# %% ../../nbs/experiments/02_crystals.ipynb #8117f070
+def _emt_copper_cells(n_rattled: int, seed: int = 0, strained: bool = True, size=(1, 1, 1), rattle: float = 0.05):
+    "Copper cells with EMT labels: a strained series (6 strain modes x 4 strains of one rattled cell) and rattled cells."
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
+    frames, groups = [], []
+    if strained:
+        b = base.copy(); b.rattle(0.02, seed=seed)
+        modes = [np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.diag([0, 0, 1.0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
+                 np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]]), np.array([[0, 0, .5], [0, 0, 0], [.5, 0, 0]])]
+        for mode in modes:
+            for s in (-0.02, -0.01, 0.01, 0.02):
+                a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True)
+                frames.append(a); groups.append("Elastic")
+    for k in range(n_rattled):
+        a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); frames.append(a); groups.append("AIMD-NVT")
+    for a in frames: a.calc = EMT()
+    return frames, groups
+
+def emt_copper_set(folder, n_rattled: int = 8) -> dict[str, Path]:
+    """A tiny crystal set in the mlearn format, labelled by ASE's EMT potential (it runs anywhere, offline): in `folder`,
+    training.json (a strained series of one copper cell, 6 strain modes x 4 strains, whose stresses fix the stress
+    order, and `n_rattled` rattled cells), test.json (6 rattled cells) and ood.json (4 doubled cells, rattled harder).
+    For smoke tests, and to try the crystal tables without the mlearn files. Returns {"train", "test", "ood"}: paths."""
+    folder = Path(folder)
+    frames, groups = _emt_copper_cells(n_rattled)
+    test, _ = _emt_copper_cells(6, seed=100, strained=False)
+    ood, _ = _emt_copper_cells(4, seed=200, strained=False, size=(2, 1, 1), rattle=0.12)
+    return {"train": write_mlearn(frames, folder / "training.json", groups=groups),
+            "test": write_mlearn(test, folder / "test.json"), "ood": write_mlearn(ood, folder / "ood.json")}
 
 # %% ../../nbs/experiments/02_crystals.ipynb #1da5032d
 def pretrained_of(pretrained, method: str):

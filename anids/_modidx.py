@@ -208,6 +208,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                               'anids/data/calculators.py'),
                                         'anids.data.calculators.energy_and_forces': ( 'data/calculators.html#energy_and_forces',
                                                                                       'anids/data/calculators.py'),
+                                        'anids.data.calculators.rattled_frames': ( 'data/calculators.html#rattled_frames',
+                                                                                   'anids/data/calculators.py'),
                                         'anids.data.calculators.reference_calculator': ( 'data/calculators.html#reference_calculator',
                                                                                          'anids/data/calculators.py'),
                                         'anids.data.calculators.relax': ('data/calculators.html#relax', 'anids/data/calculators.py')},

@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 from ase import Atoms, units
 from ase.calculators.calculator import Calculator, all_changes
+from .structures import atoms_to_data
 
 # %% auto #0
-__all__ = ['PySCFCalculator', 'reference_calculator', 'energy_and_forces', 'relax']
+__all__ = ['PySCFCalculator', 'reference_calculator', 'energy_and_forces', 'rattled_frames', 'relax']
 
 # %% ../../nbs/data/08_calculators.ipynb #902733a5
 class PySCFCalculator(Calculator):
@@ -89,6 +90,20 @@ def energy_and_forces(atoms: Atoms) -> tuple[float, np.ndarray]:
     if not (np.isfinite(e) and np.isfinite(f).all()):
         raise ValueError(f"calculator returned non-finite energy/forces for {atoms.get_chemical_formula()} (E={e})")
     return e, f
+
+# %% ../../nbs/data/08_calculators.ipynb #d4e9d96a
+def rattled_frames(atoms: Atoms, n: int, rattle: float = 0.05, seed: int = 0, calc="emt") -> list:
+    """`n` copies of `atoms`, each rattled by `rattle` A (Gaussian; the copies' seeds drawn from `seed`), labelled by
+    `calc` (a name for `reference_calculator`, or an ASE calculator), as structures with energy and forces."""
+    if n < 1: raise ValueError(f"n must be at least 1, got {n}")
+    rng = np.random.default_rng(seed)
+    out = []
+    for _ in range(n):
+        a = atoms.copy(); a.rattle(rattle, seed=int(rng.integers(1 << 30)))
+        a.calc = reference_calculator(calc) if isinstance(calc, str) else calc
+        e, f = energy_and_forces(a)
+        out.append(atoms_to_data(a, energy=e, forces=f))
+    return out
 
 # %% ../../nbs/data/08_calculators.ipynb #03262d8c
 def relax(atoms: Atoms, calc="gfn2", fmax: float = 0.01, steps: int = 2000,

@@ -7,6 +7,7 @@ import math
 from dataclasses import replace
 import ase.units
 import torch
+from fastcore.basics import patch
 import lightning as L
 from lightning.pytorch.callbacks import EMAWeightAveraging
 from torch.optim.swa_utils import AveragedModel
@@ -56,130 +57,149 @@ class AniDSModule(L.LightningModule):
         self.fast_warmup = None # ... and per group one of the KL-only warm-up, while it lasts
         self._fast_last = None  # ... and the one that ran the last pass
 
-    @property
-    def total_steps(self) -> int:
-        total = self.cfg.epochs * self.steps_per_epoch
-        return max(1, min(total, self.cfg.max_steps) if self.cfg.max_steps > 0 else total)
+# %% ../../nbs/train/02_module.ipynb #6c5c489a
+@patch(as_prop=True)
+def total_steps(self: AniDSModule) -> int:
+    total = self.cfg.epochs * self.steps_per_epoch
+    return max(1, min(total, self.cfg.max_steps) if self.cfg.max_steps > 0 else total)
 
-    def current_weights(self) -> LossWeights:
-        w = replace(self.base_weights)
-        if self.cfg.denoise_decay:
-            w.lambda_denoise = self.base_weights.lambda_denoise * max(0.0, 1.0 - self.global_step / self.total_steps)
-        return w
+@patch
+def current_weights(self: AniDSModule) -> LossWeights:
+    w = replace(self.base_weights)
+    if self.cfg.denoise_decay:
+        w.lambda_denoise = self.base_weights.lambda_denoise * max(0.0, 1.0 - self.global_step / self.total_steps)
+    return w
 
-    def training_step(self, batch, batch_idx):
-        if self.cfg.fast_step: return self._fast_training_step(batch)
-        B = int(batch.num_graphs)
-        if self.in_kl_warmup:
-            kl = self.model.kl_warmup_loss(batch, self.noise_cfg)
-            self.log("train/kl_warmup", kl, batch_size=B, prog_bar=True, sync_dist=True)
-            if float(kl.detach()) < self.cfg.kl_warmup_threshold:
-                self.in_kl_warmup = False
-                self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl.detach()):.3f}")
-            return kl
-        w = self.current_weights()
-        # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
-        # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
-        # a frozen psi does the same every epoch: its statistics are measured once, over the cached training set
-        measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
-        stats = {} if measure else None
-        total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
-        self._log_step(total, terms, w, B)
-        if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
-        return total
+# %% ../../nbs/train/02_module.ipynb #06c84c76
+@patch
+def training_step(self: AniDSModule, batch, batch_idx):
+    if self.cfg.fast_step: return self._fast_training_step(batch)
+    B = int(batch.num_graphs)
+    if self.in_kl_warmup:
+        kl = self.model.kl_warmup_loss(batch, self.noise_cfg)
+        self.log("train/kl_warmup", kl, batch_size=B, prog_bar=True, sync_dist=True)
+        if float(kl.detach()) < self.cfg.kl_warmup_threshold:
+            self.in_kl_warmup = False
+            self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl.detach()):.3f}")
+        return kl
+    w = self.current_weights()
+    # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
+    # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
+    # a frozen psi does the same every epoch: its statistics are measured once, over the cached training set
+    measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
+    stats = {} if measure else None
+    total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
+    self._log_step(total, terms, w, B)
+    if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
+    return total
 
-    def _fast_training_step(self, batch):
-        """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` of size group
-        `group` (the loader yields `(group, index)` from `StructureIndices.collate`); Lightning clips and steps the
-        optimiser as for the eager step (`backward` hands it the gradients)."""
-        group, index, *lists = batch   # (group, index) or, with streamed neighbour lists, (group, index, lists)
-        lists = lists[0] if lists else None
-        if self.fast is None:
-            dataset = getattr(self.trainer.train_dataloader, "dataset", None)
-            if not isinstance(dataset, StructureIndices):
-                raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
-                                 f"{type(dataset).__name__}")
-            dtype = next(self.model.parameters()).dtype
-            sets = dataset.fixed_shape_sets(self.model, self.device, dtype, self.cfg.neighbour_skin)
-            make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
-                                                    self.trained_parameters, objective=objective)
-            self.fast = [make(data, "losses") for data in sets]
-            if self.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
-        if self.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
-            self._fast_last = step = self.fast_warmup[group]
-            kl, _ = step(index, lists)
-            self.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
-            if float(kl) < self.cfg.kl_warmup_threshold:
-                self.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
-                self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
-            return kl
-        w = self.current_weights()
-        self._fast_last = step = self.fast[group]
-        step.set_lambda_denoise(w.lambda_denoise)
-        total, terms = step(index, lists)
-        self._log_step(total, terms, w, int(index.shape[0]))
-        return total
+@patch
+def _log_step(self: AniDSModule, total, terms, w, B):
+    # one rare noise draw that pushes two atoms onto each other gives a loss orders of magnitude above the others and,
+    # unclipped, one huge step; the window's largest loss shows it in the log even when it falls between logged steps
+    # (a running maximum on the device: no host synchronisation per step)
+    loss = total.detach()
+    self._loss_max = loss if self._loss_max is None else torch.maximum(self._loss_max, loss)
+    # per-step values reach the CSV log only every `log_every_n_steps` steps, and on a CPU each `self.log` costs
+    # about a millisecond (Lightning moves its result store per key): log only the steps that are written
+    if (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
+        logged = {f"train/{k}": v.detach() for k, v in terms.items()}
+        logged.update({"train/loss": loss, "train/loss_max": self._loss_max, "train/lambda_denoise": float(w.lambda_denoise)})
+        self.log_dict(logged, batch_size=B)
+        self._loss_max = None
 
-    def _log_step(self, total, terms, w, B):
-        # one rare noise draw that pushes two atoms onto each other gives a loss orders of magnitude above the others and,
-        # unclipped, one huge step; the window's largest loss shows it in the log even when it falls between logged steps
-        # (a running maximum on the device: no host synchronisation per step)
-        loss = total.detach()
-        self._loss_max = loss if self._loss_max is None else torch.maximum(self._loss_max, loss)
-        # per-step values reach the CSV log only every `log_every_n_steps` steps, and on a CPU each `self.log` costs
-        # about a millisecond (Lightning moves its result store per key): log only the steps that are written
-        if (self.global_step + 1) % max(1, self.trainer.log_every_n_steps) == 0:
-            logged = {f"train/{k}": v.detach() for k, v in terms.items()}
-            logged.update({"train/loss": loss, "train/loss_max": self._loss_max, "train/lambda_denoise": float(w.lambda_denoise)})
-            self.log_dict(logged, batch_size=B)
-            self._loss_max = None
+# %% ../../nbs/train/02_module.ipynb #e62348ed
+@patch
+def _fast_training_step(self: AniDSModule, batch):
+    """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` of size group
+    `group` (the loader yields `(group, index)` from `StructureIndices.collate`); Lightning clips and steps the
+    optimiser as for the eager step (`backward` hands it the gradients)."""
+    group, index, *lists = batch   # (group, index) or, with streamed neighbour lists, (group, index, lists)
+    lists = lists[0] if lists else None
+    if self.fast is None:
+        dataset = getattr(self.trainer.train_dataloader, "dataset", None)
+        if not isinstance(dataset, StructureIndices):
+            raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
+                             f"{type(dataset).__name__}")
+        dtype = next(self.model.parameters()).dtype
+        sets = dataset.fixed_shape_sets(self.model, self.device, dtype, self.cfg.neighbour_skin)
+        make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
+                                                self.trained_parameters, objective=objective)
+        self.fast = [make(data, "losses") for data in sets]
+        if self.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
+    if self.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
+        self._fast_last = step = self.fast_warmup[group]
+        kl, _ = step(index, lists)
+        self.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
+        if float(kl) < self.cfg.kl_warmup_threshold:
+            self.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
+            self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
+        return kl
+    w = self.current_weights()
+    self._fast_last = step = self.fast[group]
+    step.set_lambda_denoise(w.lambda_denoise)
+    total, terms = step(index, lists)
+    self._log_step(total, terms, w, int(index.shape[0]))
+    return total
 
-    # where the KL-only warm-up stands is training state: a resumed run goes on from there instead of starting it again
-    def on_save_checkpoint(self, checkpoint): checkpoint["anids_in_kl_warmup"] = bool(self.in_kl_warmup)
-    def on_load_checkpoint(self, checkpoint):
-        if "anids_in_kl_warmup" in checkpoint: self.in_kl_warmup = bool(checkpoint["anids_in_kl_warmup"])
+# %% ../../nbs/train/02_module.ipynb #77539673
+# where the KL-only warm-up stands is training state: a resumed run goes on from there instead of starting it again
+@patch
+def on_save_checkpoint(self: AniDSModule, checkpoint): checkpoint["anids_in_kl_warmup"] = bool(self.in_kl_warmup)
 
-    def backward(self, loss, *args, **kwargs):
-        # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
-        # d(loss)/d(positions) into the positions that the conservative forces are differentiated by (a leaf nobody
-        # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
-        # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
-        if self.fast is not None:   # fast_step: the pass has run; put back the gradients zero_grad has just cleared
-            self._fast_last.put_gradients()
-            return
-        loss.backward(*args, inputs=self.trained_parameters, **kwargs)
+@patch
+def on_load_checkpoint(self: AniDSModule, checkpoint):
+    if "anids_in_kl_warmup" in checkpoint: self.in_kl_warmup = bool(checkpoint["anids_in_kl_warmup"])
 
-    def _eval_step(self, batch, stage):
-        with_forces = getattr(batch, "forces", None) is not None
-        with torch.set_grad_enabled(self.model.needs_autograd(with_forces)):   # none for direct forces
-            pred = self.model.predict(batch, compute_forces=with_forces)
-        B = int(batch.num_graphs)
-        out = {}
-        if getattr(batch, "energy", None) is not None:
-            out["energy_mae"] = (pred.energy - batch.energy.to(torch.float64)).abs().mean()
-            self.log(f"{stage}/energy_mae", out["energy_mae"], batch_size=B, sync_dist=True)
-        if pred.forces is not None:
-            out["force_mae"] = (pred.forces.detach() - batch.forces).abs().mean()
-            self.log(f"{stage}/force_mae", out["force_mae"], batch_size=int(batch.forces.numel()), sync_dist=True, prog_bar=stage == "val")
-        return out
+@patch
+def backward(self: AniDSModule, loss, *args, **kwargs):
+    # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
+    # d(loss)/d(positions) into the positions that the conservative forces are differentiated by (a leaf nobody
+    # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
+    # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
+    if self.fast is not None:   # fast_step: the pass has run; put back the gradients zero_grad has just cleared
+        self._fast_last.put_gradients()
+        return
+    loss.backward(*args, inputs=self.trained_parameters, **kwargs)
 
-    def validation_step(self, batch, batch_idx): return self._eval_step(batch, "val")
-    def test_step(self, batch, batch_idx): return self._eval_step(batch, "test")
+# %% ../../nbs/train/02_module.ipynb #6da37675
+@patch
+def _eval_step(self: AniDSModule, batch, stage):
+    with_forces = getattr(batch, "forces", None) is not None
+    with torch.set_grad_enabled(self.model.needs_autograd(with_forces)):   # none for direct forces
+        pred = self.model.predict(batch, compute_forces=with_forces)
+    B = int(batch.num_graphs)
+    out = {}
+    if getattr(batch, "energy", None) is not None:
+        out["energy_mae"] = (pred.energy - batch.energy.to(torch.float64)).abs().mean()
+        self.log(f"{stage}/energy_mae", out["energy_mae"], batch_size=B, sync_dist=True)
+    if pred.forces is not None:
+        out["force_mae"] = (pred.forces.detach() - batch.forces).abs().mean()
+        self.log(f"{stage}/force_mae", out["force_mae"], batch_size=int(batch.forces.numel()), sync_dist=True, prog_bar=stage == "val")
+    return out
 
-    def configure_optimizers(self):
-        gen = {id(p) for p in self.model.generator.parameters()}
-        groups = [{"params": [p for p in self.model.parameters() if p.requires_grad and id(p) not in gen], "lr": self.cfg.lr}]
-        if self.noise_cfg.train_generator or self.in_kl_warmup:  # frozen psi: not even weight decay touches it
-            gp = [p for p in self.model.generator.parameters() if p.requires_grad]
-            if gp: groups.append({"params": gp, "lr": self.cfg.generator_lr or self.cfg.lr})
-        # fused: one kernel for all parameter tensors; on a CPU a step of the PaiNN demo model (55 tensors) takes
-        # 0.5 ms instead of 2 ms with foreach, which matters at the small batches of the CPU recipes
-        opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, fused=True)
-        self.trained_parameters = [p for g in groups for p in g["params"]]
-        warmup = int(round(self.cfg.warmup_epochs * self.steps_per_epoch))
-        sched = torch.optim.lr_scheduler.LambdaLR(
-            opt, lambda s: LR_SCHEDULES[self.cfg.lr_schedule](s, self.total_steps, warmup, self.cfg.min_lr_ratio))
-        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+@patch
+def validation_step(self: AniDSModule, batch, batch_idx): return self._eval_step(batch, "val")
+
+@patch
+def test_step(self: AniDSModule, batch, batch_idx): return self._eval_step(batch, "test")
+
+# %% ../../nbs/train/02_module.ipynb #4d70cce0
+@patch
+def configure_optimizers(self: AniDSModule):
+    gen = {id(p) for p in self.model.generator.parameters()}
+    groups = [{"params": [p for p in self.model.parameters() if p.requires_grad and id(p) not in gen], "lr": self.cfg.lr}]
+    if self.noise_cfg.train_generator or self.in_kl_warmup:  # frozen psi: not even weight decay touches it
+        gp = [p for p in self.model.generator.parameters() if p.requires_grad]
+        if gp: groups.append({"params": gp, "lr": self.cfg.generator_lr or self.cfg.lr})
+    # fused: one kernel for all parameter tensors; on a CPU a step of the PaiNN demo model (55 tensors) takes
+    # 0.5 ms instead of 2 ms with foreach, which matters at the small batches of the CPU recipes
+    opt = torch.optim.AdamW(groups, lr=self.cfg.lr, weight_decay=self.cfg.weight_decay, fused=True)
+    self.trained_parameters = [p for g in groups for p in g["params"]]
+    warmup = int(round(self.cfg.warmup_epochs * self.steps_per_epoch))
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: LR_SCHEDULES[self.cfg.lr_schedule](s, self.total_steps, warmup, self.cfg.min_lr_ratio))
+    return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
 
 # %% ../../nbs/train/02_module.ipynb #1c5f5151
 class _TrainableAveragedModel(AveragedModel):

@@ -6,6 +6,7 @@ import math
 from dataclasses import dataclass
 import torch
 from torch import nn
+from fastcore.basics import patch
 from torch_geometric.utils import scatter, softmax
 from ..nn.graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from ..nn.backbones import Backbone
@@ -206,50 +207,54 @@ class NoiseGenerator(nn.Module):
             self.w2 = mlp(F, hidden, 1)
             nn.init.zeros_(self.w2[-1].weight); nn.init.constant_(self.w2[-1].bias, init_log_c)
 
-    def covariance(self, z, pos, batch=None, cell=None, pbc=None, graph: Graph|None = None) -> Covariance|None:
-        "Sigma_i, Gamma_i and a_i of every atom of a batch (clean structures); None for method 'none'."
-        n = z.shape[0]
-        if self.method == "none": return None
-        zeros = torch.zeros(n, dtype=pos.dtype, device=pos.device)
-        if self.method == "dens":
-            a = torch.full((n,), self.sigma_p ** 2, dtype=pos.dtype, device=pos.device)
-            return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
-        if batch is None: batch = torch.zeros(n, dtype=torch.long, device=pos.device)
-        if graph is None:
-            graph = radius_graph(pos, self.encoder.cutoff, batch, cell, pbc, self.encoder.max_neighbors)
-        elif graph.beyond_cutoff and self.encoder.max_neighbors is not None:   # the max-neighbour rule, on the device
-            graph = fixed_nearest_neighbors(pos, graph, self.encoder.cutoff, self.encoder.max_neighbors)
-        # psi reads the encoder's invariant features only: no vector head (vector_atoms empty)
-        h = self.encoder(z, pos, graph, batch, vector_atoms=torch.zeros(0, dtype=torch.long, device=pos.device)).scalars
-        # ln a_i held inside std_range (a hard clamp: exactly Eq. 13 within it, where every trained generator stays)
-        a = torch.exp(self.w0(h).squeeze(-1).clamp(*self.log_a_range))
-        if self.method == "denoisevae":
-            return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
-        vec = edge_vectors(pos, graph)
-        chunk = self.edge_chunk_size if not self.training else None
-        if chunk is not None and graph.num_edges > chunk:
-            # b_ij a chunk of edges at a time (anids.nn.graphs.edge_chunk_map)
-            (b,) = edge_chunk_map(self._edge_logits, graph.edge_index, edge_chunks(graph.edge_index, n, chunk),
-                                  [("centre", h), ("neighbour", h), ("edge", vec)], ("edge",), self.w1.parameters())
-        else:
-            j, i = graph.edge_index
-            (b,) = self._edge_logits(i, n, h[i], h[j], vec)
-        # ln c_i enters the softmax of Eq. 15 as a logit; held where exp() is a positive, finite float32
-        c = torch.exp(self.w2(h).squeeze(-1).clamp(-LOG_C_BOUND, LOG_C_BOUND))
-        cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
-                                                       additive=self.method == "anids-add", min_residual=self.min_residual,
-                                                       edge_chunk_size=chunk)
-        return Covariance(cov_matrix, gamma_sum, a)
-
-    def _edge_logits(self, i_local, n, h_i, h_j, vec):
-        """b_ij = w1([h_i; h_j; eta(|r_ij|)]) (Eq. 15), plus ln f_cut(|r_ij|) with `cutoff_envelope`, for a set of edges
-        (i_local and n are unused). Edges at or beyond the cutoff get -inf: the extra edges of a fixed graph change nothing."""
-        r = torch.linalg.vector_norm(vec, dim=-1)
-        b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
-        if self.cutoff_envelope:   # gamma_ij -> 0 continuously as a neighbour leaves the radius graph
-            fcut = cosine_cutoff(r, self.encoder.cutoff)
-            return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
-        return (b.masked_fill(r >= self.encoder.cutoff, float("-inf")),)
-
     def forward(self, z, pos, batch=None, cell=None, pbc=None, graph=None) -> Covariance|None:
         return self.covariance(z, pos, batch, cell, pbc, graph)
+
+# %% ../../nbs/method/01_noise.ipynb #f2902e52
+@patch
+def _edge_logits(self: NoiseGenerator, i_local, n, h_i, h_j, vec):
+    """b_ij = w1([h_i; h_j; eta(|r_ij|)]) (Eq. 15), plus ln f_cut(|r_ij|) with `cutoff_envelope`, for a set of edges
+    (i_local and n are unused). Edges at or beyond the cutoff get -inf: the extra edges of a fixed graph change nothing."""
+    r = torch.linalg.vector_norm(vec, dim=-1)
+    b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
+    if self.cutoff_envelope:   # gamma_ij -> 0 continuously as a neighbour leaves the radius graph
+        fcut = cosine_cutoff(r, self.encoder.cutoff)
+        return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
+    return (b.masked_fill(r >= self.encoder.cutoff, float("-inf")),)
+
+# %% ../../nbs/method/01_noise.ipynb #cd43299d
+@patch
+def covariance(self: NoiseGenerator, z, pos, batch=None, cell=None, pbc=None, graph: Graph|None = None) -> Covariance|None:
+    "Sigma_i, Gamma_i and a_i of every atom of a batch (clean structures); None for method 'none'."
+    n = z.shape[0]
+    if self.method == "none": return None
+    zeros = torch.zeros(n, dtype=pos.dtype, device=pos.device)
+    if self.method == "dens":
+        a = torch.full((n,), self.sigma_p ** 2, dtype=pos.dtype, device=pos.device)
+        return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
+    if batch is None: batch = torch.zeros(n, dtype=torch.long, device=pos.device)
+    if graph is None:
+        graph = radius_graph(pos, self.encoder.cutoff, batch, cell, pbc, self.encoder.max_neighbors)
+    elif graph.beyond_cutoff and self.encoder.max_neighbors is not None:   # the max-neighbour rule, on the device
+        graph = fixed_nearest_neighbors(pos, graph, self.encoder.cutoff, self.encoder.max_neighbors)
+    # psi reads the encoder's invariant features only: no vector head (vector_atoms empty)
+    h = self.encoder(z, pos, graph, batch, vector_atoms=torch.zeros(0, dtype=torch.long, device=pos.device)).scalars
+    # ln a_i held inside std_range (a hard clamp: exactly Eq. 13 within it, where every trained generator stays)
+    a = torch.exp(self.w0(h).squeeze(-1).clamp(*self.log_a_range))
+    if self.method == "denoisevae":
+        return Covariance(a[:, None, None] * torch.eye(3, dtype=pos.dtype, device=pos.device), zeros, a)
+    vec = edge_vectors(pos, graph)
+    chunk = self.edge_chunk_size if not self.training else None
+    if chunk is not None and graph.num_edges > chunk:
+        # b_ij a chunk of edges at a time (anids.nn.graphs.edge_chunk_map)
+        (b,) = edge_chunk_map(self._edge_logits, graph.edge_index, edge_chunks(graph.edge_index, n, chunk),
+                              [("centre", h), ("neighbour", h), ("edge", vec)], ("edge",), self.w1.parameters())
+    else:
+        j, i = graph.edge_index
+        (b,) = self._edge_logits(i, n, h[i], h[j], vec)
+    # ln c_i enters the softmax of Eq. 15 as a logit; held where exp() is a positive, finite float32
+    c = torch.exp(self.w2(h).squeeze(-1).clamp(-LOG_C_BOUND, LOG_C_BOUND))
+    cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,
+                                                   additive=self.method == "anids-add", min_residual=self.min_residual,
+                                                   edge_chunk_size=chunk)
+    return Covariance(cov_matrix, gamma_sum, a)

@@ -4,4 +4,4 @@
 __all__ = []
 
 # %% ../../nbs/nn/00_index.ipynb #fa224bf7
-"""Networks: graphs, layers and backbones. Radius graphs (`graphs`), the layers the networks share (`layers`), the backbone interface and registry (`backbones`), and the four backbones: PaiNN (`painn`), Equiformer (`equiformer`), EquiformerV2 (`equiformer_v2`, its layers in `so2`) and GeoMFormer (`geomformer`); `fixed_shapes` holds what steps without host synchronisation need (deferred checks, complete graphs). Imports only `anids.data`."""
+"""Networks: graphs, layers and backbones. Radius graphs (`graphs`), the layers the networks share (`layers`), the backbone interface and registry (`backbones`), and the four backbones: PaiNN (`painn`), Equiformer (`equiformer`, its layers in `irreps`), EquiformerV2 (`equiformer_v2`, its layers in `so2`) and GeoMFormer (`geomformer`); `fixed_shapes` holds what steps without host synchronisation need (deferred checks, complete graphs). Imports only `anids.data`."""

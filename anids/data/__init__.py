@@ -4,7 +4,7 @@
 __all__ = []
 
 # %% ../../nbs/data/00_index.ipynb #22d6ba81
-"""Data: structures, units, data sets and reference labels. Everything a structure is before a network sees it: units (`units`), `ase.Atoms` to graphs and back (`structures`), downloads with checksums (`downloads`), MD17 / rMD17 / MD22 / any ASE file (`datasets`), training, validation and test sets from files (`labelled_sets`), the mlearn crystals (`mlearn`), the pre-training sets (`pretrain_data`), per-element statistics (`statistics`), the materials sets (`materials`: pymatgen dictionaries, the cache, streamed JSON; `oc22`; `mptrj`: MPtrj and Alexandria), reference calculators (`calculators`), molecules from SMILES (`molecules`) and the bundled data's generation (`datagen`). It imports no other layer of `anids`."""
+"""Data: structures, units, data sets and reference labels. Everything a structure is before a network sees it: units (`units`), `ase.Atoms` to graphs and back (`structures`), downloads with checksums (`downloads`), MD17 / rMD17 / MD22 / any ASE file (`datasets`), training, validation and test sets from files (`labelled_sets`), the mlearn crystals (`mlearn`), the pre-training sets (`pretrain_data`: QM9 and the geometry cache; `pcqm4mv2`), per-element statistics (`statistics`), the materials sets (`materials`: pymatgen dictionaries, the cache, streamed JSON; `oc22`; `mptrj`: MPtrj and Alexandria), reference calculators (`calculators`), molecules from SMILES (`molecules`) and the bundled data's generation (`datagen`). It imports no other layer of `anids`."""
 # the names of the former module anids.data keep working from the package
 from .datasets import *  # noqa: F403
 from .labelled_sets import *  # noqa: F403

@@ -53,7 +53,7 @@ DOWNLOADS = {
                   subdir="rmd17", sha256=None, md5=None),
     **{f"md22_{n}": dict(url=f"http://quantum-machine.org/gdml/repo/datasets/md22_{n}.npz", filename=f"md22_{n}.npz",
                          subdir="md22", sha256=None, md5=None) for n in MD22_NAMES},
-    # PCQM4Mv2 (OGB-LSC): 3D structures of the training molecules, one SDF in a tar.gz (see `load_pcqm4mv2`)
+    # PCQM4Mv2 (OGB-LSC): 3D structures of the training molecules, one SDF in a tar.gz (see `anids.data.pcqm4mv2.load_pcqm4mv2`)
     "pcqm4mv2": dict(url="http://ogb-data.stanford.edu/data/lsc/pcqm4m-v2-train.sdf.tar.gz",
                      filename="pcqm4m-v2-train.sdf.tar.gz", subdir="pcqm4mv2", sha256=None, md5=None),
     # OC22 (Tran et al. 2023): URLs, sizes and md5 sums as fairchem's dataset page states them (docs/core/datasets/oc22.md)

@@ -3,20 +3,17 @@
 # %% auto #0
 __all__ = ['GEOMETRY_CACHE_VERSION', 'PRETRAIN_SPLITS', 'QM9_CSV_COLUMNS', 'geometry_cache_path', 'save_geometries',
            'load_geometries', 'pretrain_split_indices', 'geometries_to_data', 'qm9pack_csv_files', 'qm9_arrays',
-           'load_qm9', 'pcqm4mv2_arrays', 'load_pcqm4mv2']
+           'load_qm9']
 
 # %% ../../nbs/data/05_pretrain_data.ipynb #bce4106b
 import csv
 import datetime
-import gzip
 import importlib.metadata
 import importlib.util
-import io
 import json
 import os
 import re
 import sys
-import tarfile
 import time
 from array import array
 from pathlib import Path
@@ -29,7 +26,7 @@ from tqdm import tqdm
 
 from .. import __version__
 from .structures import check_molecule
-from .downloads import DOWNLOADS, DatasetNotAvailableError, cache_dir, fetch_file, file_hash
+from .downloads import DatasetNotAvailableError, cache_dir, file_hash
 
 # %% ../../nbs/data/05_pretrain_data.ipynb #76d12a11
 GEOMETRY_CACHE_VERSION = 1
@@ -347,169 +344,5 @@ def load_qm9(split: str = "train", heldout_fraction: float = 0.05, seed: int = 0
     (`pip install "anids[pretrain]"`) unless the cache is already there or `csv_path` is given.
     """
     arrays = qm9_arrays(data_dir, csv_path, rebuild, progress)
-    idx = pretrain_split_indices(len(arrays["ids"]), split, heldout_fraction, seed, max_structures)
-    return geometries_to_data(arrays, idx)
-
-# %% ../../nbs/data/05_pretrain_data.ipynb #7408289c
-def _sdf_molecules(lines, name: str):
-    """Yield (record, label, atomic numbers, positions [N*3]) for every molecule of an SDF text stream.
-
-    A minimal V2000 molfile reader: header (3 lines), counts line, atom block (x, y, z in columns 1-30, the
-    symbol in 32-34; whitespace-separated fields as a fallback), bond block, then everything up to `$$$$` is
-    skipped. The last record may end at `M  END` without `$$$$`. A file that ends inside a record raises
-    ValueError (truncated), as do V3000 records and unknown elements."""
-    it = iter(lines)
-    line_no = 0
-    record = 0
-
-    def nxt():
-        nonlocal line_no
-        line = next(it, None)
-        if line is not None:
-            line_no += 1
-        return line
-
-    def truncated(label, where):
-        return ValueError(f"{label}: the file looks truncated: it ends {where}; {record} complete molecule(s) "
-                          "were read before it")
-
-    while True:
-        start = line_no + 1
-        header = [nxt(), nxt(), nxt(), nxt()]  # title, program, comment, counts
-        label = f"{name}, record {record} (line {start})"
-        if header[-1] is None:
-            if all(h is None or not h.strip() for h in header):
-                return  # end of file (possibly after blank lines)
-            raise truncated(label, "inside the molfile header")
-        counts = header[-1]
-        if "V3000" in counts:
-            raise ValueError(f"{label}: V3000 molfiles are not supported (convert the file to V2000, e.g. with RDKit)")
-        try:
-            n_atoms, n_bonds = int(counts[0:3]), int(counts[3:6])
-        except ValueError:
-            raise ValueError(f"{label}: malformed counts line {counts.rstrip()!r} (expected a V2000 molfile)") from None
-        z, xyz = [], []
-        for k in range(n_atoms):
-            line = nxt()
-            if line is None:
-                raise truncated(label, f"after {k} of its {n_atoms} atom lines")
-            try:
-                x, y, zc, symbol = float(line[0:10]), float(line[10:20]), float(line[20:30]), line[31:34].strip()
-            except ValueError:
-                parts = line.split()
-                try:
-                    x, y, zc, symbol = float(parts[0]), float(parts[1]), float(parts[2]), parts[3]
-                except (ValueError, IndexError):
-                    raise ValueError(f"{label}: malformed atom line {k}: {line.rstrip()!r}") from None
-            if symbol not in atomic_numbers:
-                raise ValueError(f"{label}: atom {k} has an unknown element symbol {symbol!r}")
-            z.append(atomic_numbers[symbol])
-            xyz += (x, y, zc)
-        for k in range(n_bonds):
-            if nxt() is None:
-                raise truncated(label, f"after {k} of its {n_bonds} bond lines")
-        ended = False
-        while True:
-            line = nxt()
-            if line is None:
-                if ended:
-                    yield record, label, z, xyz
-                    return
-                raise truncated(label, "before its 'M  END' line")
-            if line.startswith("$$$$"):
-                break
-            ended = ended or line.startswith("M  END")
-        yield record, label, z, xyz
-        record += 1
-
-# %% ../../nbs/data/05_pretrain_data.ipynb #fafd6f18
-def _convert_sdf(path: Path, dataset: str, description: str, progress: bool):
-    """Stream the molecules of an SDF file (plain, .gz, or the first .sdf member of a tar archive) into a buffer."""
-    buf = _GeometryBuffer()
-    member = None
-    with open(path, "rb") as raw, tqdm(total=path.stat().st_size, unit="B", unit_scale=True, mininterval=1.0,
-                                       desc=f"{path.name} -> geometry cache", disable=not progress) as bar:
-        if tarfile.is_tarfile(path):
-            tar = tarfile.open(fileobj=raw, mode="r:*")  # members are read lazily, in order
-            for info in tar:
-                if info.isfile() and info.name.endswith(".sdf"):
-                    member, stream = info.name, tar.extractfile(info)
-                    break
-            else:
-                raise ValueError(f"{path}: the archive holds no .sdf file")
-        elif path.name.endswith(".gz"):
-            stream = gzip.GzipFile(fileobj=raw)
-        else:
-            stream = raw
-        name = f"{path}:{member}" if member else str(path)
-        text = io.TextIOWrapper(stream, encoding="utf-8", errors="replace")
-        for record, label, z, xyz in _sdf_molecules(text, name):
-            buf.add(z, xyz, record, label)
-            if record % 4096 == 0:
-                bar.update(raw.tell() - bar.n)
-        bar.update(raw.tell() - bar.n)
-    prov = dict(dataset=dataset, description=description, ids="record number in the SDF file (0-based)",
-                source=dict(files=[_source_record(path)], member=member))
-    return buf, prov
-
-# %% ../../nbs/data/05_pretrain_data.ipynb #a9b700ca
-_PCQM4MV2_DESCRIPTION = ("OGB-LSC PCQM4Mv2 training-set 3D structures (DFT equilibrium geometries, "
-                         "pcqm4m-v2-train.sdf); positions and elements only")
-
-# %% ../../nbs/data/05_pretrain_data.ipynb #194d5d7e
-def pcqm4mv2_arrays(path=None, data_dir=None, download: bool = True, rebuild: bool = False,
-                    progress: bool = True) -> dict:
-    """The PCQM4Mv2 geometry cache as arrays (`positions`, `numbers`, `offsets`, `ids`, `provenance`), converting
-    the SDF on the first call.
-
-    Parameters
-    ----------
-    path : str or Path, optional
-        A local `pcqm4m-v2-train.sdf.tar.gz`, `.sdf` or `.sdf.gz` instead of the registry file
-        `cache_dir(data_dir)/pcqm4mv2/pcqm4m-v2-train.sdf.tar.gz`.
-    data_dir : str or Path, optional
-        Cache directory (see `cache_dir`); the geometry cache is `<cache>/cache/pcqm4mv2_geometries.npz`.
-    download : bool
-        Download the registry file when it is missing (else `DatasetNotAvailableError` says where to put it).
-    rebuild, progress : bool
-        Convert again even if a valid cache is there; show a progress bar.
-    """
-    cache = geometry_cache_path("pcqm4mv2", data_dir)
-    if path is not None:
-        src = Path(path)
-        if not src.is_file():
-            raise FileNotFoundError(f"no such PCQM4Mv2 SDF file: {src}")
-        return _cached_geometries(cache, [src], lambda: _convert_sdf(src, "PCQM4Mv2", _PCQM4MV2_DESCRIPTION, progress),
-                                  rebuild)
-    entry = DOWNLOADS["pcqm4mv2"]
-    dest = cache_dir(data_dir) / entry["subdir"] / entry["filename"]
-
-    def build():
-        src = fetch_file("pcqm4mv2", data_dir, download)  # verified against its recorded sha256, or downloaded
-        return _convert_sdf(src, "PCQM4Mv2", _PCQM4MV2_DESCRIPTION, progress)
-
-    if not dest.is_file() and cache.is_file() and not rebuild:
-        return _cached_geometries(cache, None, None, False)  # converted before, the archive was deleted since
-    return _cached_geometries(cache, [dest] if dest.is_file() else None, build, rebuild)
-
-# %% ../../nbs/data/05_pretrain_data.ipynb #947a1004
-def load_pcqm4mv2(path=None, data_dir=None, download: bool = True, split: str = "train", heldout_fraction: float = 0.05,
-                  seed: int = 0, max_structures: int | None = None, rebuild: bool = False,
-                  progress: bool = True) -> list[Data]:
-    """PCQM4Mv2 training-set 3D structures (positions in A, no labels) as a list of `Data`.
-
-    Parameters
-    ----------
-    path, data_dir, download, rebuild, progress
-        As in `pcqm4mv2_arrays`: a local SDF / archive, the cache directory, download a missing archive
-        (`http://ogb-data.stanford.edu/data/lsc/pcqm4m-v2-train.sdf.tar.gz`), convert again, progress bar.
-    split, heldout_fraction, seed, max_structures
-        As in `load_qm9` (see `pretrain_split_indices`).
-
-    Each `Data` has `z`, `pos`, a zero `cell` and `pbc` False, as `load_qm9`. The first call converts the SDF
-    into `cache_dir(data_dir)/cache/pcqm4mv2_geometries.npz`; later calls read that file. All molecules are
-    held in memory: use `max_structures` for a subset.
-    """
-    arrays = pcqm4mv2_arrays(path, data_dir, download, rebuild, progress)
     idx = pretrain_split_indices(len(arrays["ids"]), split, heldout_fraction, seed, max_structures)
     return geometries_to_data(arrays, idx)

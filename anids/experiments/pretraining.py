@@ -9,7 +9,8 @@ import numpy as np
 import torch
 from ..train import make_config, fit, unused_run_dir
 from ..train.config import PRETRAIN_BUDGETS
-from ..data.pretrain_data import load_qm9, load_pcqm4mv2
+from ..data.pretrain_data import load_qm9
+from ..data.pcqm4mv2 import load_pcqm4mv2
 from ..provenance import repo_root
 from ..method.checkpoints import read_checkpoint
 from .protocols import check_budget

@@ -8,7 +8,7 @@ from ..method.checkpoints import atomic_write
 
 # %% auto #0
 __all__ = ['RUN_LOCK', 'DIVERGED_FILE', 'RUN_FILES', 'make_out_dir', 'RunFolderError', 'RunInterrupted', 'run_files', 'RunClaim',
-           'unused_run_dir', 'claim_out_dir']
+           'claim_out_dir', 'unused_run_dir']
 
 # %% ../../nbs/train/08_run_folders.ipynb #a74811c4
 def make_out_dir(out_dir) -> Path:
@@ -21,6 +21,7 @@ def make_out_dir(out_dir) -> Path:
                          "logs, metrics.json and model.pt") from None
     return out_dir
 
+# %% ../../nbs/train/08_run_folders.ipynb #8d472cb3
 RUN_LOCK = ".anids-run.lock"
 """The lock file of the run writing to a folder (its process id and host), held with an advisory lock (flock) while the
 run lasts: a killed run's lock goes with its process, and its file is taken over by the next run."""
@@ -68,15 +69,7 @@ class RunClaim:
     def __enter__(self): return self
     def __exit__(self, *exc): self.release()
 
-def unused_run_dir(base) -> Path:
-    """`base`, or the first of base-2, base-3, ... that holds no run (`run_files`): where an experiment that is run
-    again trains without touching the runs it made before (`fit` then claims the folder)."""
-    base = Path(base)
-    for k in range(1, 10_000):
-        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
-        if not run_files(out) and not (out / RUN_LOCK).exists(): return out
-    raise ValueError(f"no unused folder {base}-N: clear old runs out of {base.parent}")
-
+# %% ../../nbs/train/08_run_folders.ipynb #14844d99
 def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
     """Claim `out_dir` for one run: the lock file `RUN_LOCK` is locked exclusively (flock, atomic, released by the kernel
     when the process ends however it ends), so of two runs started together into one folder the second stops here. A folder that holds a run (`run_files`) is refused unless
@@ -132,3 +125,13 @@ def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
     except BaseException:
         claim.release(); raise
     return claim
+
+# %% ../../nbs/train/08_run_folders.ipynb #c446650a
+def unused_run_dir(base) -> Path:
+    """`base`, or the first of base-2, base-3, ... that holds no run (`run_files`): where an experiment that is run
+    again trains without touching the runs it made before (`fit` then claims the folder)."""
+    base = Path(base)
+    for k in range(1, 10_000):
+        out = base if k == 1 else base.with_name(f"{base.name}-{k}")
+        if not run_files(out) and not (out / RUN_LOCK).exists(): return out
+    raise ValueError(f"no unused folder {base}-N: clear old runs out of {base.parent}")

@@ -122,6 +122,7 @@ def config_docs(cls=TrainConfig) -> dict[str, str]:
     if missing: raise ValueError(f"settings of {cls.__name__} without a comment beside them: {missing}")
     return {f.name: docs[f.name] for f in fields(cls)}
 
+# %% ../../nbs/train/06_cli.ipynb #fa9a6cee
 def load_sets(args) -> tuple[list, list, list|None, str, dict]:
     "Train / val / test structures from the command-line arguments (`anids.data.labelled_sets.training_sets`), their unit, and a description."
     if args.md17:
@@ -169,6 +170,7 @@ def _resume_command(argv: list[str], out) -> str:
         keep.append(a)
     return shlex.join(["anids-train", *keep, "--resume", "last", "--out", str(out)])
 
+# %% ../../nbs/train/06_cli.ipynb #6ed3644a
 def run(argv: list[str]|None = None) -> dict:
     "Parse `argv`, train, print the errors; returns the metrics (what `anids-train` does)."
     argv = list(sys.argv[1:] if argv is None else argv)

@@ -85,6 +85,7 @@ def describe_data(info: dict) -> str:
         line += f" Langevin MD at {temp:g} K" if temp is not None else " (MD temperature not recorded)"
     return line
 
+# %% ../../nbs/experiments/01_protocols.ipynb #1111f2d4
 def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
                   pretrained: str|Path|None = None,  # 'qm9' / 'pcqm4mv2' (named checkpoint), a path, or None
                   out_dir: str|Path = "runs/finetune", pretrain_epochs: int = 0, molecule: str|None = None,
@@ -157,6 +158,7 @@ def run_md17(molecule: str = "aspirin",
                           "finetune": metrics["train_time_s"], "total": time.time() - t0},
             "units": {"force_mae": "kcal/mol/A (also meV/A in 'test')", "energy_mae": "kcal/mol"}}
 
+# %% ../../nbs/experiments/01_protocols.ipynb #d811a72d
 def write_results(results: dict, name: str|None = None, results_dir: str|Path = "results") -> Path:
     """Write `results/<name>.json` with the package versions, git revision and dirty flag: those `results` carries (taken
     when its run started), else the current ones."""

@@ -78,6 +78,7 @@ def resolve_pretrained(pretrained, config: TrainConfig) -> Path:
                             f"available: {have or 'none'}. Make it with {pretrain_command(str(pretrained), config)}, "
                             "or give a checkpoint's path")
 
+# %% ../../nbs/train/03_checkpoints.ipynb #98596c9a
 DATASET_ELEMENTS = {"qm9": (1, 6, 7, 8, 9)}
 "Elements of the pre-training data sets, for checkpoints whose provenance predates its `elements` field."
 

@@ -29,6 +29,14 @@ def _uses_and_binds(tree) -> tuple[set, set]:
     return used, bound
 
 
+def _patched_class(n) -> str|None:
+    "The class a `@patch`ed function is attached to (fastcore: the annotation of its first argument), else None."
+    patched = any(isinstance(d, ast.Name) and d.id == "patch" or isinstance(d, ast.Call) and getattr(d.func, "id", None) == "patch"
+                  for d in n.decorator_list)
+    ann = n.args.args[0].annotation if patched and n.args.args else None
+    return ann.id if isinstance(ann, ast.Name) else ann.value if isinstance(ann, ast.Constant) else None
+
+
 def _exported_names(tree) -> set:
     "Top-level definitions of an exported cell, with the methods of its classes; empty for a cell that only imports."
     names = set()
@@ -47,6 +55,8 @@ def misplaced_tests(cells: list[dict]) -> list[tuple[int, int, list[int]]]:
     """(test cell, the exported cell it depends on last, the exported cells between them) for each test cell (a code
     cell with an `assert` or a `raises`) that does not follow its subject directly."""
     source_of = {}       # name -> index of the exported cell it comes from (for a test's variables: what they depend on)
+    class_cell = {}      # class name -> the exported cell that defines it
+    continues = {}       # exported cell of @patch methods only -> the cell of the class they complete (one definition)
     exported, out = [], []
     for i, cell in enumerate(cells):
         if cell["cell_type"] != "code": continue
@@ -58,10 +68,15 @@ def misplaced_tests(cells: list[dict]) -> list[tuple[int, int, list[int]]]:
         if EXPORT.match(src):
             exported.append(i)
             for name in _exported_names(tree): source_of[name] = i
+            class_cell |= {n.name: i for n in tree.body if isinstance(n, ast.ClassDef)}
+            funcs = [n for n in tree.body if not isinstance(n, (ast.Import, ast.ImportFrom, ast.Expr))]
+            owners = {class_cell.get(_patched_class(n)) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) else None
+                      for n in funcs}
+            if funcs and len(owners) == 1 and None not in owners: continues[i] = owners.pop()
             continue
         for name in bound: source_of[name] = depends
         if depends >= 0 and ("assert" in src or "raises" in src):
-            between = [e for e in exported if depends < e < i]
+            between = [e for e in exported if depends < e < i and continues.get(e) != depends]
             if between: out.append((i, depends, between))
     return out
 
@@ -82,6 +97,15 @@ def test_the_check_finds_a_test_after_unrelated_code():
              _cell("import math\nassert math.pi > 3")]               # tests nothing of the notebook's: no subject
     assert misplaced_tests(cells) == [(3, 1, [2]), (6, 2, [5])]
     assert misplaced_tests([cells[0], cells[1], cells[3], cells[2]]) == []   # moved up, beside area
+    # methods attached with @patch complete their class's cell: between a class and its test only its methods may come
+    box = _cell("#| export\nclass Box:\n    def __init__(self): pass")
+    area = _cell("#| export\n@patch(as_prop=True)\ndef area(self: Box): return 6.0")
+    volume = _cell("#| export\n@patch\ndef volume(self: Box): return 1.0")
+    two, uses_box = _cell("#| export\nTWO = 2"), _cell("assert Box() is not None")
+    assert misplaced_tests([box, area, volume, uses_box]) == []               # after the class's methods: in place
+    assert misplaced_tests([box, area, two, uses_box]) == [(3, 0, [2])]       # something else in between: misplaced
+    assert misplaced_tests([box, area, volume, _cell("assert Box().area == 6.0")]) == [(3, 1, [2])]   # a method's test: after it
+    assert misplaced_tests([box, uses_box, area]) == []                        # before its methods: in place too
 
 
 def test_every_test_follows_its_code():

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn
+from fastcore.basics import patch
 import torch.nn.functional as F
 from e3nn import o3
 from torch.utils.checkpoint import checkpoint
@@ -224,51 +225,55 @@ class Equiformer(Backbone):
         self.energy_head = nn.ModuleList([EquivariantLinear(feat, feat[:1]), EquivariantLinear(feat[:1], (1,))])
         self.denoising_pos_head = GraphAttention(feat, (0, 1), L, fc, head, num_heads, pre, nonlinear_message)  # DeNS
 
-    def force_features(self, f: torch.Tensor) -> Features:
-        "|f| Y(f / |f|) / sqrt(3) per degree (zeros for f = 0), the DeNS force encoding before its linear."
-        n = torch.linalg.vector_norm(f, dim=-1, keepdim=True)
-        nz = n > 0
-        u = torch.where(nz, f / torch.where(nz, n, torch.ones_like(n)), torch.zeros_like(f))
-        Y = o3.spherical_harmonics(list(range(self.lmax + 1)), u, normalize=False, normalization="component")
-        Y = Y * (n / math.sqrt(3.0))
-        return [Y[:, l * l:(l + 1) ** 2, None] for l in range(self.lmax + 1)]
-
     def uses_edge_chunks(self, graph: Graph) -> bool:
         "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
         return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding, vector_atoms)
-        N = z.shape[0]
-        src, dst = graph.edge_index
-        # big graphs in eval mode: every per-edge computation runs a chunk of whole neighbourhoods at a time
-        chunks = edge_chunks(graph.edge_index, N, self.edge_chunk_size) if self.uses_edge_chunks(graph) else None
-        vec = -edge_vectors(pos, graph)              # x_j - x_i: the authors' edge vector (source minus target)
-        sh = o3.spherical_harmonics(list(range(self.lmax + 1)), vec, normalize=True, normalization="component")
-        basis = EdgeBasis(sh, self.lmax, self.lmax)  # Y(r_ij) once per forward, shared by every block
-        rbf = self.rbf(torch.linalg.vector_norm(vec, dim=-1))
-        x = self.atom_embed([F.one_hot(z, self.max_z + 1).to(pos.dtype)[:, None, :]])
-        x = [a + b for a, b in zip(x, self.edge_deg_embed(N, src, dst, basis, rbf, chunks))]
-        f = pos.new_zeros(N, 3) if force_encoding is None else force_encoding.to(pos.dtype)
-        x = [a + b for a, b in zip(x, self.force_embed(self.force_features(f)))]   # the bias enters for every atom, as the authors'
-        for blk in self.blocks:
-            if chunks is not None and torch.is_grad_enabled():
-                # big cell, eval mode, forces or stress by autograd: keep only each block's inputs for the backward
-                # pass and recompute the block there, so memory does not grow with the blocks' per-atom activations
-                x = checkpoint(blk, x, src, dst, basis, rbf, chunks, use_reentrant=False, preserve_rng_state=False)
-            else:
-                x = blk(x, src, dst, basis, rbf, chunks)
-        x = self.norm(x)
-        h = x[0][:, 0, :]
-        e = self.energy_head[1]([F.silu(self.energy_head[0](x)[0]) * _SILU])[0][:, 0, 0] / math.sqrt(self.avg_num_nodes)
-        if vector_atoms is None:
-            v = self.denoising_pos_head(x, src, dst, basis, rbf, chunks)[1][:, :, 0]
-        elif vector_atoms.numel() == 0:
-            v = pos.new_zeros(N, 3)
-        else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
-            keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[dst]
-            sub = EdgeBasis(basis.sh[keep], basis.lmax_sh, basis.lmax_out)
-            sub_chunks = None if chunks is None else edge_chunks(graph.edge_index[:, keep], N, self.edge_chunk_size)
-            v = self.denoising_pos_head(x, src[keep], dst[keep], sub, rbf[keep], sub_chunks)[1][vector_atoms, :, 0]
-            v = self.full_vector(v, vector_atoms, N)
-        return BackboneOutput(scalars=h, atomic_energy=e, vector=v)
+# %% ../../nbs/nn/06_equiformer.ipynb #810f4c04
+@patch
+def force_features(self: Equiformer, f: torch.Tensor) -> Features:
+    "|f| Y(f / |f|) / sqrt(3) per degree (zeros for f = 0), the DeNS force encoding before its linear."
+    n = torch.linalg.vector_norm(f, dim=-1, keepdim=True)
+    nz = n > 0
+    u = torch.where(nz, f / torch.where(nz, n, torch.ones_like(n)), torch.zeros_like(f))
+    Y = o3.spherical_harmonics(list(range(self.lmax + 1)), u, normalize=False, normalization="component")
+    Y = Y * (n / math.sqrt(3.0))
+    return [Y[:, l * l:(l + 1) ** 2, None] for l in range(self.lmax + 1)]
+
+# %% ../../nbs/nn/06_equiformer.ipynb #7f836ac3
+@patch
+def forward(self: Equiformer, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+    self.check_inputs(z, pos, force_encoding, vector_atoms)
+    N = z.shape[0]
+    src, dst = graph.edge_index
+    # big graphs in eval mode: every per-edge computation runs a chunk of whole neighbourhoods at a time
+    chunks = edge_chunks(graph.edge_index, N, self.edge_chunk_size) if self.uses_edge_chunks(graph) else None
+    vec = -edge_vectors(pos, graph)              # x_j - x_i: the authors' edge vector (source minus target)
+    sh = o3.spherical_harmonics(list(range(self.lmax + 1)), vec, normalize=True, normalization="component")
+    basis = EdgeBasis(sh, self.lmax, self.lmax)  # Y(r_ij) once per forward, shared by every block
+    rbf = self.rbf(torch.linalg.vector_norm(vec, dim=-1))
+    x = self.atom_embed([F.one_hot(z, self.max_z + 1).to(pos.dtype)[:, None, :]])
+    x = [a + b for a, b in zip(x, self.edge_deg_embed(N, src, dst, basis, rbf, chunks))]
+    f = pos.new_zeros(N, 3) if force_encoding is None else force_encoding.to(pos.dtype)
+    x = [a + b for a, b in zip(x, self.force_embed(self.force_features(f)))]   # the bias enters for every atom, as the authors'
+    for blk in self.blocks:
+        if chunks is not None and torch.is_grad_enabled():
+            # big cell, eval mode, forces or stress by autograd: keep only each block's inputs for the backward
+            # pass and recompute the block there, so memory does not grow with the blocks' per-atom activations
+            x = checkpoint(blk, x, src, dst, basis, rbf, chunks, use_reentrant=False, preserve_rng_state=False)
+        else:
+            x = blk(x, src, dst, basis, rbf, chunks)
+    x = self.norm(x)
+    h = x[0][:, 0, :]
+    e = self.energy_head[1]([F.silu(self.energy_head[0](x)[0]) * _SILU])[0][:, 0, 0] / math.sqrt(self.avg_num_nodes)
+    if vector_atoms is None:
+        v = self.denoising_pos_head(x, src, dst, basis, rbf, chunks)[1][:, :, 0]
+    elif vector_atoms.numel() == 0:
+        v = pos.new_zeros(N, 3)
+    else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
+        keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[dst]
+        sub = EdgeBasis(basis.sh[keep], basis.lmax_sh, basis.lmax_out)
+        sub_chunks = None if chunks is None else edge_chunks(graph.edge_index[:, keep], N, self.edge_chunk_size)
+        v = self.denoising_pos_head(x, src[keep], dst[keep], sub, rbf[keep], sub_chunks)[1][vector_atoms, :, 0]
+        v = self.full_vector(v, vector_atoms, N)
+    return BackboneOutput(scalars=h, atomic_energy=e, vector=v)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn
+from fastcore.basics import patch
 import torch.nn.functional as F
 from e3nn import o3
 from torch.utils.checkpoint import checkpoint
@@ -299,68 +300,74 @@ class EquiformerV2(Backbone):
                     fan_in = mod.in_features if isinstance(mod, nn.Linear) else mod.c_in
                     nn.init.normal_(mod.weight, 0.0, 1 / math.sqrt(fan_in))
 
-    def edge_geometry(self, vec: torch.Tensor):
-        """Gaussians of the distances [E, num_radial_basis], Wigner matrices into the edge frames (kept rows) D_to [E, K', K]
-        and back (rescaled) D_back [E, K, K'] of edge vectors vec = X_j + shift - X_i [E, 3]."""
-        d = torch.sqrt((vec * vec).sum(-1).clamp_min(1e-20))
-        D = self.wigner(edge_alignment(vec / d[:, None]))   # [E, K, K]
-        D_to = D.index_select(1, self.reduced)                                                   # [E, K', K]
-        D_back = D.transpose(1, 2).index_select(2, self.reduced) * self.grids.get("rescale", vec.dtype, vec.device)
-        return self.distance_expansion(d), D_to, D_back
+# %% ../../nbs/nn/08_equiformer_v2.ipynb #c5c290cf
+@patch
+def edge_geometry(self: EquiformerV2, vec: torch.Tensor):
+    """Gaussians of the distances [E, num_radial_basis], Wigner matrices into the edge frames (kept rows) D_to [E, K', K]
+    and back (rescaled) D_back [E, K, K'] of edge vectors vec = X_j + shift - X_i [E, 3]."""
+    d = torch.sqrt((vec * vec).sum(-1).clamp_min(1e-20))
+    D = self.wigner(edge_alignment(vec / d[:, None]))   # [E, K, K]
+    D_to = D.index_select(1, self.reduced)                                                   # [E, K', K]
+    D_back = D.transpose(1, 2).index_select(2, self.reduced) * self.grids.get("rescale", vec.dtype, vec.device)
+    return self.distance_expansion(d), D_to, D_back
 
-    def _edges(self, z, pos, graph: Graph, batch) -> _Edges:
-        j, i = graph.edge_index
-        vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
-        rbf, D_to, D_back = self.edge_geometry(vec)
-        within = (vec * vec).sum(-1) < self.cutoff ** 2 if graph.beyond_cutoff else None   # the radius graph's edges
-        return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch, within)
+@patch
+def _edges(self: EquiformerV2, z, pos, graph: Graph, batch) -> _Edges:
+    j, i = graph.edge_index
+    vec = -edge_vectors(pos, graph)                    # X_j + shift - X_i: from the centre to the neighbour
+    rbf, D_to, D_back = self.edge_geometry(vec)
+    within = (vec * vec).sum(-1) < self.cutoff ** 2 if graph.beyond_cutoff else None   # the radius graph's edges
+    return _Edges(j, i, z.shape[0], rbf, z.index_select(0, j), z.index_select(0, i), D_to, D_back, batch, within)
 
-    def uses_chunks(self, graph: Graph) -> bool:
-        "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size; not graphs with edges beyond the cutoff)."
-        return (self.edge_chunk_size is not None and not self.training and not graph.beyond_cutoff
-                and graph.num_edges > self.edge_chunk_size)
+@patch
+def uses_chunks(self: EquiformerV2, graph: Graph) -> bool:
+    "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size; not graphs with edges beyond the cutoff)."
+    return (self.edge_chunk_size is not None and not self.training and not graph.beyond_cutoff
+            and graph.num_edges > self.edge_chunk_size)
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding, vector_atoms)
-        N, K = z.shape[0], self.layout.num_coefficients
-        chunked = self.uses_chunks(graph)
-        if chunked:   # only the edge vectors are kept for all edges; the rest is computed a chunk at a time
-            e = _ChunkedEdges(self.edge_geometry, -edge_vectors(pos, graph), graph.edge_index, z, N, batch, self.edge_chunk_size)
+# %% ../../nbs/nn/08_equiformer_v2.ipynb #ea9f1244
+@patch
+def forward(self: EquiformerV2, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+    self.check_inputs(z, pos, force_encoding, vector_atoms)
+    N, K = z.shape[0], self.layout.num_coefficients
+    chunked = self.uses_chunks(graph)
+    if chunked:   # only the edge vectors are kept for all edges; the rest is computed a chunk at a time
+        e = _ChunkedEdges(self.edge_geometry, -edge_vectors(pos, graph), graph.edge_index, z, N, batch, self.edge_chunk_size)
+    else:
+        e = self._edges(z, pos, graph, batch)
+    per_atom = e.per_atom if chunked else None
+    g = lambda n: self.grids.get(n, pos.dtype, pos.device)
+    edge_grids, node_grids = (g("edge_T"), g("edge_F")), (g("node_T"), g("node_F"))
+    x = torch.cat([self.sphere_embedding(z)[:, None],
+                   torch.zeros(N, K - 1, self.C, dtype=pos.dtype, device=pos.device)], dim=1)
+    if self.use_force_encoding:
+        if force_encoding is None:          # SO3_linear of zeros: its bias on l = 0
+            x = torch.cat([x[:, :1] + self.force_embedding.bias, x[:, 1:]], dim=1)
+        else:                               # |f| Y(f/|f|) ('component' Y: Y^0 = 1, Y^1 = sqrt(3) f/|f|) / sqrt(3)
+            f = force_encoding.to(pos.dtype)
+            fn = torch.linalg.vector_norm(f, dim=-1, keepdim=True)
+            sh = o3.spherical_harmonics(list(range(self.lmax + 1)), f, normalize=True, normalization="component")
+            x = x + self.force_embedding((sh * fn / math.sqrt(3.0))[:, :, None])
+    x = x + self.edge_degree_embedding(e)
+    for block in self.blocks:
+        if chunked and torch.is_grad_enabled():
+            # big cell with autograd on: keep only each block's input for the backward pass and recompute the
+            # block there, so memory does not grow with the per-atom activations of every block
+            x = checkpoint(block, x, e, edge_grids, node_grids, use_reentrant=False, preserve_rng_state=False)
         else:
-            e = self._edges(z, pos, graph, batch)
-        per_atom = e.per_atom if chunked else None
-        g = lambda n: self.grids.get(n, pos.dtype, pos.device)
-        edge_grids, node_grids = (g("edge_T"), g("edge_F")), (g("node_T"), g("node_F"))
-        x = torch.cat([self.sphere_embedding(z)[:, None],
-                       torch.zeros(N, K - 1, self.C, dtype=pos.dtype, device=pos.device)], dim=1)
-        if self.use_force_encoding:
-            if force_encoding is None:          # SO3_linear of zeros: its bias on l = 0
-                x = torch.cat([x[:, :1] + self.force_embedding.bias, x[:, 1:]], dim=1)
-            else:                               # |f| Y(f/|f|) ('component' Y: Y^0 = 1, Y^1 = sqrt(3) f/|f|) / sqrt(3)
-                f = force_encoding.to(pos.dtype)
-                fn = torch.linalg.vector_norm(f, dim=-1, keepdim=True)
-                sh = o3.spherical_harmonics(list(range(self.lmax + 1)), f, normalize=True, normalization="component")
-                x = x + self.force_embedding((sh * fn / math.sqrt(3.0))[:, :, None])
-        x = x + self.edge_degree_embedding(e)
-        for block in self.blocks:
-            if chunked and torch.is_grad_enabled():
-                # big cell with autograd on: keep only each block's input for the backward pass and recompute the
-                # block there, so memory does not grow with the per-atom activations of every block
-                x = checkpoint(block, x, e, edge_grids, node_grids, use_reentrant=False, preserve_rng_state=False)
-            else:
-                x = block(x, e, edge_grids, node_grids)
-        x = self.norm(x)
-        energy_ffn = lambda h: self.energy_block(h, node_grids)
-        energy = (per_atom(energy_ffn, x) if chunked else energy_ffn(x))[:, 0, 0] / self.avg_num_nodes
-        if vector_atoms is None:
-            vector = self.force_block(x, e, edge_grids)[:, 1:4, 0]
-        elif vector_atoms.numel() == 0:
-            vector = pos.new_zeros(N, 3)
-        else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
-            keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
-            vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
-        stress = self.stress_block(x, node_grids, per_atom) if self.predicts_stress else None
-        return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, atomic_stress=stress)
+            x = block(x, e, edge_grids, node_grids)
+    x = self.norm(x)
+    energy_ffn = lambda h: self.energy_block(h, node_grids)
+    energy = (per_atom(energy_ffn, x) if chunked else energy_ffn(x))[:, 0, 0] / self.avg_num_nodes
+    if vector_atoms is None:
+        vector = self.force_block(x, e, edge_grids)[:, 1:4, 0]
+    elif vector_atoms.numel() == 0:
+        vector = pos.new_zeros(N, 3)
+    else:   # an atom's head output depends only on the edges into it (attention is normalised per target atom)
+        keep = torch.zeros(N, dtype=torch.bool, device=pos.device).index_fill(0, vector_atoms, True)[e.dst]
+        vector = self.full_vector(self.force_block(x, e.select(keep), edge_grids)[vector_atoms, 1:4, 0], vector_atoms, N)
+    stress = self.stress_block(x, node_grids, per_atom) if self.predicts_stress else None
+    return BackboneOutput(scalars=x[:, 0], atomic_energy=energy, vector=vector, atomic_stress=stress)
 
 # %% ../../nbs/nn/08_equiformer_v2.ipynb #45c4f18a
 _OC22 = dict(num_layers=18, sphere_channels=128, attn_hidden_channels=64, num_heads=8, attn_alpha_channels=64,

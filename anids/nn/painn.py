@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import torch
 from torch import nn
+from fastcore.basics import patch
 from torch.utils.checkpoint import checkpoint
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput
@@ -118,65 +119,69 @@ class PaiNN(Backbone):
         self.vector_head = nn.ModuleList([GatedEquivariantBlock(F, F // 2, F // 2),
                                           GatedEquivariantBlock(F // 2, 1, F // 2, scalar_act=False)])
 
-    def forward(self, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
-        self.check_inputs(z, pos, force_encoding, vector_atoms)
-        s = self.embedding(z)
-        v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
-        # PaiNN's vector features start at zero: before the first message only force-encoded atoms (DeNS's corrupted
-        # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding).
-        # Which edges those are depends on the values: a step without host synchronisation runs the term over every edge
-        sources = None if is_sync_free() else torch.zeros(0, dtype=torch.bool, device=s.device)
-        if force_encoding is not None:
-            if sources is not None: sources = (force_encoding != 0).any(dim=-1)
-            fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
-            if self.force_encoding_max is not None:
-                # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high
-                # power of the encoded force. Longer forces keep their direction and are shortened to the limit.
-                shrink = (self.force_encoding_max / fnorm.clamp_min(1e-30)).clamp(max=1.0)
-                force_encoding, fnorm = force_encoding * shrink, fnorm * shrink
-            s = s + self.force_scalar(fnorm)
-            v = v + force_encoding[:, :, None] * self.force_vector
-        chunked = self.uses_chunks(graph)
-        if chunked:
-            s, v = self._interactions_chunked(s, v, pos, graph)
-        else:
-            j, i = graph.edge_index
-            vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
-            r = safe_norm(vec, eps=1e-12)
-            unit = vec / r[:, None]
-            rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
-            for k, (msg, upd) in enumerate(zip(self.messages, self.updates)):
-                s, v = msg(s, v, j, i, rbf, fcut, unit, vector_sources=sources if k == 0 else None)
-                s, v = upd(s, v)
-        e = self.energy_head(s).squeeze(-1)
-        # the vector head is per atom: run it on the atoms whose vector is asked for
-        hs, hv = (s, v) if vector_atoms is None else (s[vector_atoms], v[vector_atoms])
-        for block in (self.vector_head if hs.shape[0] else []):
-            # in a big cell nobody differentiates the vector output in eval mode: keep only the block inputs
-            hs, hv = (checkpoint(block, hs, hv, use_reentrant=False, preserve_rng_state=False)
-                      if chunked and torch.is_grad_enabled() else block(hs, hv))
-        vector = self.full_vector(hv[..., 0] if hs.shape[0] else hv.new_zeros(0, 3), vector_atoms, s.shape[0])
-        return BackboneOutput(scalars=s, atomic_energy=e, vector=vector)
-
     def uses_chunks(self, graph: Graph) -> bool:
         "Whether a forward pass on `graph` takes the chunked path (eval mode, more edges than edge_chunk_size)."
         return self.edge_chunk_size is not None and not self.training and graph.num_edges > self.edge_chunk_size
 
-    def _interactions_chunked(self, s, v, pos, graph):
-        "The interaction blocks with messages computed one chunk of edges at a time (anids.nn.graphs.edge_chunk_map)."
-        chunks = edge_chunks(graph.edge_index, s.shape[0], self.edge_chunk_size)
-        vec = edge_vectors(pos, graph)
-        grad = torch.is_grad_enabled()
-        for msg, upd in zip(self.messages, self.updates):
-            def chunk_messages(i_local, n, phi_j, v_j, vec_e, msg=msg):
-                # the edge geometry is recomputed here from r_ij, never stored for all edges
-                r = safe_norm(vec_e, eps=1e-12)
-                ds, dv = msg.edge_terms(phi_j, v_j, msg.W(self.rbf(r)) * cosine_cutoff(r, self.cutoff)[:, None], vec_e / r[:, None])
-                return ds.new_zeros(n, ds.shape[1]).index_add(0, i_local, ds), dv.new_zeros(n, 3, dv.shape[2]).index_add(0, i_local, dv)
-            ds, dv = edge_chunk_map(chunk_messages, graph.edge_index, chunks,
-                                    [("neighbour", msg.phi(s)), ("neighbour", v), ("edge", vec)], ("centre", "centre"),
-                                    msg.W.parameters())
-            s, v = s + ds, v + dv
-            # the update is per atom and cheap: recompute it in the backward pass instead of keeping its activations
-            s, v = checkpoint(upd, s, v, use_reentrant=False, preserve_rng_state=False) if grad else upd(s, v)
-        return s, v
+# %% ../../nbs/nn/04_painn.ipynb #cd124593
+@patch
+def forward(self: PaiNN, z, pos, graph: Graph, batch, force_encoding=None, vector_atoms=None) -> BackboneOutput:
+    self.check_inputs(z, pos, force_encoding, vector_atoms)
+    s = self.embedding(z)
+    v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
+    # PaiNN's vector features start at zero: before the first message only force-encoded atoms (DeNS's corrupted
+    # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding).
+    # Which edges those are depends on the values: a step without host synchronisation runs the term over every edge
+    sources = None if is_sync_free() else torch.zeros(0, dtype=torch.bool, device=s.device)
+    if force_encoding is not None:
+        if sources is not None: sources = (force_encoding != 0).any(dim=-1)
+        fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
+        if self.force_encoding_max is not None:
+            # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high
+            # power of the encoded force. Longer forces keep their direction and are shortened to the limit.
+            shrink = (self.force_encoding_max / fnorm.clamp_min(1e-30)).clamp(max=1.0)
+            force_encoding, fnorm = force_encoding * shrink, fnorm * shrink
+        s = s + self.force_scalar(fnorm)
+        v = v + force_encoding[:, :, None] * self.force_vector
+    chunked = self.uses_chunks(graph)
+    if chunked:
+        s, v = self._interactions_chunked(s, v, pos, graph)
+    else:
+        j, i = graph.edge_index
+        vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
+        r = safe_norm(vec, eps=1e-12)
+        unit = vec / r[:, None]
+        rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
+        for k, (msg, upd) in enumerate(zip(self.messages, self.updates)):
+            s, v = msg(s, v, j, i, rbf, fcut, unit, vector_sources=sources if k == 0 else None)
+            s, v = upd(s, v)
+    e = self.energy_head(s).squeeze(-1)
+    # the vector head is per atom: run it on the atoms whose vector is asked for
+    hs, hv = (s, v) if vector_atoms is None else (s[vector_atoms], v[vector_atoms])
+    for block in (self.vector_head if hs.shape[0] else []):
+        # in a big cell nobody differentiates the vector output in eval mode: keep only the block inputs
+        hs, hv = (checkpoint(block, hs, hv, use_reentrant=False, preserve_rng_state=False)
+                  if chunked and torch.is_grad_enabled() else block(hs, hv))
+    vector = self.full_vector(hv[..., 0] if hs.shape[0] else hv.new_zeros(0, 3), vector_atoms, s.shape[0])
+    return BackboneOutput(scalars=s, atomic_energy=e, vector=vector)
+
+# %% ../../nbs/nn/04_painn.ipynb #ee112f5a
+@patch
+def _interactions_chunked(self: PaiNN, s, v, pos, graph):
+    "The interaction blocks with messages computed one chunk of edges at a time (anids.nn.graphs.edge_chunk_map)."
+    chunks = edge_chunks(graph.edge_index, s.shape[0], self.edge_chunk_size)
+    vec = edge_vectors(pos, graph)
+    grad = torch.is_grad_enabled()
+    for msg, upd in zip(self.messages, self.updates):
+        def chunk_messages(i_local, n, phi_j, v_j, vec_e, msg=msg):
+            # the edge geometry is recomputed here from r_ij, never stored for all edges
+            r = safe_norm(vec_e, eps=1e-12)
+            ds, dv = msg.edge_terms(phi_j, v_j, msg.W(self.rbf(r)) * cosine_cutoff(r, self.cutoff)[:, None], vec_e / r[:, None])
+            return ds.new_zeros(n, ds.shape[1]).index_add(0, i_local, ds), dv.new_zeros(n, 3, dv.shape[2]).index_add(0, i_local, dv)
+        ds, dv = edge_chunk_map(chunk_messages, graph.edge_index, chunks,
+                                [("neighbour", msg.phi(s)), ("neighbour", v), ("edge", vec)], ("centre", "centre"),
+                                msg.W.parameters())
+        s, v = s + ds, v + dv
+        # the update is per atom and cheap: recompute it in the backward pass instead of keeping its activations
+        s, v = checkpoint(upd, s, v, use_reentrant=False, preserve_rng_state=False) if grad else upd(s, v)
+    return s, v

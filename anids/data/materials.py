@@ -15,6 +15,7 @@ import ase.units
 import numpy as np
 from ase import Atoms
 from ase.data import chemical_symbols
+from fastcore.basics import patch
 
 from .downloads import DOWNLOADS, DatasetNotAvailableError, cache_dir, fetch_file, verify_file
 
@@ -194,94 +195,104 @@ class JsonStream:
         self.buf, self.pos, self.offset, self.eof = "", 0, 0, False
         self._decoder = json.JSONDecoder()
 
-    def _read(self, n: int) -> bool:
-        "Append about `n` more characters to the buffer (dropping what was consumed); False at the end of the file."
-        if self.eof:
-            return False
+# %% ../../nbs/data/07_materials.ipynb #d5ff96c0
+@patch
+def _read(self: JsonStream, n: int) -> bool:
+    "Append about `n` more characters to the buffer (dropping what was consumed); False at the end of the file."
+    if self.eof:
+        return False
+    try:
+        new = self.fh.read(n)
+    except (EOFError, OSError, UnicodeDecodeError) as e:  # truncated or corrupt bz2/gzip stream, not UTF-8
+        raise ValueError(f"{self.where}: cannot read the file at character {self.offset + len(self.buf)} "
+                         f"({type(e).__name__}: {e}); the download is truncated or corrupt") from None
+    self.offset += self.pos
+    self.buf, self.pos = self.buf[self.pos:] + new, 0
+    if not new:
+        self.eof = True
+    return bool(new)
+
+@patch
+def peek(self: JsonStream) -> str:
+    "The next character that is not white space ('' at the end of the file), without consuming it."
+    while True:
+        while self.pos < len(self.buf) and self.buf[self.pos] in " \t\n\r":
+            self.pos += 1
+        if self.pos < len(self.buf):
+            return self.buf[self.pos]
+        if not self._read(self.chunk):
+            return ""
+
+@patch
+def expect(self: JsonStream, chars: str, context: str) -> str:
+    "Consume the next character, which must be one of `chars`."
+    c = self.peek()
+    if not c or c not in chars:
+        found = repr(self.buf[self.pos:self.pos + 40]) if c else "the end of the file (truncated?)"
+        raise ValueError(f"{self.where}: {context}: expected {' or '.join(map(repr, chars))} at character "
+                         f"{self.offset + self.pos}, found {found}")
+    self.pos += 1
+    return c
+
+# %% ../../nbs/data/07_materials.ipynb #ae167aac
+@patch
+def value(self: JsonStream, context: str):
+    "Parse and consume the next JSON value."
+    self.peek()
+    need = self.chunk
+    while True:
         try:
-            new = self.fh.read(n)
-        except (EOFError, OSError, UnicodeDecodeError) as e:  # truncated or corrupt bz2/gzip stream, not UTF-8
-            raise ValueError(f"{self.where}: cannot read the file at character {self.offset + len(self.buf)} "
-                             f"({type(e).__name__}: {e}); the download is truncated or corrupt") from None
-        self.offset += self.pos
-        self.buf, self.pos = self.buf[self.pos:] + new, 0
-        if not new:
-            self.eof = True
-        return bool(new)
+            obj, end = self._decoder.raw_decode(self.buf, self.pos)
+            if end < len(self.buf) or self.eof:  # a number at the very end might continue
+                self.pos = end
+                return obj
+        except json.JSONDecodeError as e:
+            if self.eof or e.pos < len(self.buf) - self._MARGIN:
+                cut = self.eof and (e.pos >= len(self.buf.rstrip()) or e.msg.startswith("Unterminated"))
+                what = "the file ends inside it: the file is truncated" if cut else "the file is corrupt"
+                raise ValueError(f"{self.where}: {context}: invalid JSON at character {self.offset + e.pos} "
+                                 f"({e.msg}); {what}") from None
+        self._read(need)
+        need *= 2
 
-    def peek(self) -> str:
-        "The next character that is not white space ('' at the end of the file), without consuming it."
-        while True:
-            while self.pos < len(self.buf) and self.buf[self.pos] in " \t\n\r":
-                self.pos += 1
-            if self.pos < len(self.buf):
-                return self.buf[self.pos]
-            if not self._read(self.chunk):
-                return ""
+@patch
+def end(self: JsonStream):
+    "Require that nothing but white space follows the document."
+    if self.peek():
+        raise ValueError(f"{self.where}: extra data after the JSON document at character "
+                         f"{self.offset + self.pos}: {self.buf[self.pos:self.pos + 40]!r}")
 
-    def expect(self, chars: str, context: str) -> str:
-        "Consume the next character, which must be one of `chars`."
-        c = self.peek()
-        if not c or c not in chars:
-            found = repr(self.buf[self.pos:self.pos + 40]) if c else "the end of the file (truncated?)"
-            raise ValueError(f"{self.where}: {context}: expected {' or '.join(map(repr, chars))} at character "
-                             f"{self.offset + self.pos}, found {found}")
+@patch
+def members(self: JsonStream, context: str):
+    """Iterate over the keys of the object that starts here; after each key the caller must consume its value
+    (`value()`, or `elements()` for an array). The closing brace is consumed at the end."""
+    self.expect("{", context)
+    if self.peek() == "}":
         self.pos += 1
-        return c
-
-    def value(self, context: str):
-        "Parse and consume the next JSON value."
-        self.peek()
-        need = self.chunk
-        while True:
-            try:
-                obj, end = self._decoder.raw_decode(self.buf, self.pos)
-                if end < len(self.buf) or self.eof:  # a number at the very end might continue
-                    self.pos = end
-                    return obj
-            except json.JSONDecodeError as e:
-                if self.eof or e.pos < len(self.buf) - self._MARGIN:
-                    cut = self.eof and (e.pos >= len(self.buf.rstrip()) or e.msg.startswith("Unterminated"))
-                    what = "the file ends inside it: the file is truncated" if cut else "the file is corrupt"
-                    raise ValueError(f"{self.where}: {context}: invalid JSON at character {self.offset + e.pos} "
-                                     f"({e.msg}); {what}") from None
-            self._read(need)
-            need *= 2
-
-    def end(self):
-        "Require that nothing but white space follows the document."
-        if self.peek():
-            raise ValueError(f"{self.where}: extra data after the JSON document at character "
-                             f"{self.offset + self.pos}: {self.buf[self.pos:self.pos + 40]!r}")
-
-    def members(self, context: str):
-        """Iterate over the keys of the object that starts here; after each key the caller must consume its value
-        (`value()`, or `elements()` for an array). The closing brace is consumed at the end."""
-        self.expect("{", context)
-        if self.peek() == "}":
-            self.pos += 1
+        return
+    while True:
+        key = self.value(f"{context}: a key")
+        if not isinstance(key, str):
+            raise ValueError(f"{self.where}: {context}: a key is {key!r}, not a string")
+        self.expect(":", f"{context}, after key {key!r}")
+        yield key
+        if self.expect(",}", f"{context}, after the value of {key!r}") == "}":
             return
-        while True:
-            key = self.value(f"{context}: a key")
-            if not isinstance(key, str):
-                raise ValueError(f"{self.where}: {context}: a key is {key!r}, not a string")
-            self.expect(":", f"{context}, after key {key!r}")
-            yield key
-            if self.expect(",}", f"{context}, after the value of {key!r}") == "}":
-                return
 
-    def elements(self, context: str):
-        "Iterate over the values of the array that starts here, parsing one at a time."
-        self.expect("[", context)
-        if self.peek() == "]":
-            self.pos += 1
+# %% ../../nbs/data/07_materials.ipynb #97458f6f
+@patch
+def elements(self: JsonStream, context: str):
+    "Iterate over the values of the array that starts here, parsing one at a time."
+    self.expect("[", context)
+    if self.peek() == "]":
+        self.pos += 1
+        return
+    k = 0
+    while True:
+        yield self.value(f"{context}, item {k}")
+        k += 1
+        if self.expect(",]", f"{context}, after item {k - 1}") == "]":
             return
-        k = 0
-        while True:
-            yield self.value(f"{context}, item {k}")
-            k += 1
-            if self.expect(",]", f"{context}, after item {k - 1}") == "]":
-                return
 
 # %% ../../nbs/data/07_materials.ipynb #9189203c
 def stream_json_object(path, chunk: int = 1 << 20):

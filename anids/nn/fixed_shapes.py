@@ -6,6 +6,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable
 import torch
+from fastcore.basics import patch
 from .graphs import Graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
@@ -186,48 +187,51 @@ class NeighbourLists:
 
     def __len__(self) -> int: return self.cell.shape[0]
 
-    @property
-    def nbytes(self) -> int:
-        "Bytes the lists take on their device (streamed: the cells and the buffers of the batches loaded so far)."
-        kept = [self.cell] + ([] if self.streamed else [self.centre, self.neighbour, self.image, self.start, self._counts])
-        return sum(t.numel() * t.element_size() for t in kept + [b for bufs in self._buffers.values() for b in bufs])
+# %% ../../nbs/nn/10_fixed_shapes.ipynb #b0825558
+@patch(as_prop=True)
+def nbytes(self: NeighbourLists) -> int:
+    "Bytes the lists take on their device (streamed: the cells and the buffers of the batches loaded so far)."
+    kept = [self.cell] + ([] if self.streamed else [self.centre, self.neighbour, self.image, self.start, self._counts])
+    return sum(t.numel() * t.element_size() for t in kept + [b for bufs in self._buffers.values() for b in bufs])
 
-    def load(self, built: tuple[torch.Tensor, ...]) -> None:
-        """Streamed lists: put a batch's lists (`ListBuilder.build`) into the buffers its graph reads (made at the first
-        batch of each size, then overwritten in place: a CUDA graph that read them reads the new batch)."""
-        if not self.streamed: raise ValueError("these lists are stored: there is nothing to load")
-        B = built[-1].shape[0]
-        if built[0].shape != (B, self.edges): raise ValueError(f"the lists have shape {tuple(built[0].shape)}, not ({B}, {self.edges})")
-        if B not in self._buffers: self._buffers[B] = [t.to(self.cell.device).clone() for t in built]
-        else:
-            for buf, t in zip(self._buffers[B], built): buf.copy_(t, non_blocking=True)
+@patch
+def load(self: NeighbourLists, built: tuple[torch.Tensor, ...]) -> None:
+    """Streamed lists: put a batch's lists (`ListBuilder.build`) into the buffers its graph reads (made at the first
+    batch of each size, then overwritten in place: a CUDA graph that read them reads the new batch)."""
+    if not self.streamed: raise ValueError("these lists are stored: there is nothing to load")
+    B = built[-1].shape[0]
+    if built[0].shape != (B, self.edges): raise ValueError(f"the lists have shape {tuple(built[0].shape)}, not ({B}, {self.edges})")
+    if B not in self._buffers: self._buffers[B] = [t.to(self.cell.device).clone() for t in built]
+    else:
+        for buf, t in zip(self._buffers[B], built): buf.copy_(t, non_blocking=True)
 
-    def graph(self, index: torch.Tensor,        # [B] long: the batch's structures, on the lists' device
-              atoms_per_structure: int,         # atom slots of each structure in the batch (structure b: rows b n .. b n + n - 1)
-              reference: torch.Tensor,          # [B n, 3] the batch's positions at which the lists were built
-             ) -> Graph:
-        """The batch's graph: E edges per structure, B E in all, without reading a value on the host (stored: gathered;
-        streamed: from the batch's `load`); padding edges join the structure's first atom to its own image FAR_EDGE
-        away. It carries `reference` and the skin."""
-        B, n = index.shape[0], atoms_per_structure
-        if (B, n) not in self._offsets:
-            self._offsets[(B, n)] = (torch.arange(B, device=self.cell.device) * n)[:, None]
-        if self.streamed:
-            if B not in self._buffers: raise ValueError(f"streamed lists: load the lists of a batch of {B} first (NeighbourLists.load)")
-            centre, neighbour, image, counts = self._buffers[B]
-            real = self._slots[None, :] < counts[:, None]                                     # [B, E]
-        else:
-            real = self._slots[None, :] < self._counts[index][:, None]                        # [B, E]
-            flat = torch.where(real, self.start[index][:, None] + self._slots, self.centre.shape[0] - 1)
-            centre, neighbour, image = self.centre[flat], self.neighbour[flat], self.image[flat]
-        atom = lambda t: torch.where(real, t.long(), 0) + self._offsets[(B, n)]
-        edge_index = torch.stack([atom(neighbour), atom(centre)]).reshape(2, B * self.edges)
-        # the image's offset in float64, as the radius graph computes it, then in the positions' dtype
-        shift = (image.to(torch.float64) @ self.cell[index]).to(self.dtype)   # [B, E, 3]
-        far = torch.zeros(3, dtype=self.dtype, device=shift.device)
-        far[0] = FAR_EDGE
-        shift = torch.where(real[..., None], shift, far)
-        return Graph(edge_index, shift.reshape(B * self.edges, 3), beyond_cutoff=True, reference=reference.detach(), skin=self.skin)
+@patch
+def graph(self: NeighbourLists, index: torch.Tensor,        # [B] long: the batch's structures, on the lists' device
+          atoms_per_structure: int,         # atom slots of each structure in the batch (structure b: rows b n .. b n + n - 1)
+          reference: torch.Tensor,          # [B n, 3] the batch's positions at which the lists were built
+         ) -> Graph:
+    """The batch's graph: E edges per structure, B E in all, without reading a value on the host (stored: gathered;
+    streamed: from the batch's `load`); padding edges join the structure's first atom to its own image FAR_EDGE
+    away. It carries `reference` and the skin."""
+    B, n = index.shape[0], atoms_per_structure
+    if (B, n) not in self._offsets:
+        self._offsets[(B, n)] = (torch.arange(B, device=self.cell.device) * n)[:, None]
+    if self.streamed:
+        if B not in self._buffers: raise ValueError(f"streamed lists: load the lists of a batch of {B} first (NeighbourLists.load)")
+        centre, neighbour, image, counts = self._buffers[B]
+        real = self._slots[None, :] < counts[:, None]                                     # [B, E]
+    else:
+        real = self._slots[None, :] < self._counts[index][:, None]                        # [B, E]
+        flat = torch.where(real, self.start[index][:, None] + self._slots, self.centre.shape[0] - 1)
+        centre, neighbour, image = self.centre[flat], self.neighbour[flat], self.image[flat]
+    atom = lambda t: torch.where(real, t.long(), 0) + self._offsets[(B, n)]
+    edge_index = torch.stack([atom(neighbour), atom(centre)]).reshape(2, B * self.edges)
+    # the image's offset in float64, as the radius graph computes it, then in the positions' dtype
+    shift = (image.to(torch.float64) @ self.cell[index]).to(self.dtype)   # [B, E, 3]
+    far = torch.zeros(3, dtype=self.dtype, device=shift.device)
+    far[0] = FAR_EDGE
+    shift = torch.where(real[..., None], shift, far)
+    return Graph(edge_index, shift.reshape(B * self.edges, 3), beyond_cutoff=True, reference=reference.detach(), skin=self.skin)
 
 # %% ../../nbs/nn/10_fixed_shapes.ipynb #6f379610
 def check_within_skin(pos: torch.Tensor, graph: Graph) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 from types import SimpleNamespace
 import torch
+from fastcore.basics import patch
 from ..nn.graphs import Graph
 from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks, NeighbourLists, ListBuilder
 from ..method.model import AniDSModel, DenoisingConfig
@@ -106,44 +107,49 @@ class FixedShapeSet:
 
     def __len__(self) -> int: return self.pos.shape[0]
 
-    def batch(self, index: torch.Tensor) -> SimpleNamespace:
-        """The structures `index` ([B] long, on the set's device) as a batch the model reads: z, pos, batch (the slot's
-        structure for every atom, padding included), labels and, where the set is padded, `atom_mask`."""
-        B, A = index.shape[0], self.slots
-        if B not in self._layout:   # the structure of each atom: the same for every batch of B structures
-            self._layout[B] = torch.arange(B, device=self.device).repeat_interleave(A)
-        take = lambda x: None if x is None else x[index].reshape(B * A, *x.shape[2:])
-        pos = take(self.pos)
-        return SimpleNamespace(z=take(self.z), pos=pos, num_graphs=B, batch=self._layout[B],
-                               atom_mask=take(self.mask) if self.padded else None, forces=take(self.forces),
-                               energy=None if self.energy is None else self.energy[index], noise_cache=take(self.noise_cache),
-                               stress=None if self.stress is None else self.stress[index],
-                               cell=None if self.cell is None else self.cell[index],
-                               pbc=None if self.pbc is None else self.pbc[index], graph=self.graph(index, pos))
+# %% ../../nbs/train/07_fast.ipynb #8970cc99
+@patch
+def batch(self: FixedShapeSet, index: torch.Tensor) -> SimpleNamespace:
+    """The structures `index` ([B] long, on the set's device) as a batch the model reads: z, pos, batch (the slot's
+    structure for every atom, padding included), labels and, where the set is padded, `atom_mask`."""
+    B, A = index.shape[0], self.slots
+    if B not in self._layout:   # the structure of each atom: the same for every batch of B structures
+        self._layout[B] = torch.arange(B, device=self.device).repeat_interleave(A)
+    take = lambda x: None if x is None else x[index].reshape(B * A, *x.shape[2:])
+    pos = take(self.pos)
+    return SimpleNamespace(z=take(self.z), pos=pos, num_graphs=B, batch=self._layout[B],
+                           atom_mask=take(self.mask) if self.padded else None, forces=take(self.forces),
+                           energy=None if self.energy is None else self.energy[index], noise_cache=take(self.noise_cache),
+                           stress=None if self.stress is None else self.stress[index],
+                           cell=None if self.cell is None else self.cell[index],
+                           pbc=None if self.pbc is None else self.pbc[index], graph=self.graph(index, pos))
 
-    def graph(self, index: torch.Tensor, pos: torch.Tensor|None = None) -> Graph:
-        """The graph of the batch `index` (its positions `pos`, gathered if not given): the complete graph of B
-        structures of `slots` atoms (made once per B), or the structures' neighbour lists."""
-        B = index.shape[0]
-        if self.lists is None:
-            if B not in self._complete: self._complete[B] = complete_graph(B, self.slots, self.device, self.dtype)
-            return self._complete[B]
-        return self.lists.graph(index, self.slots, self.pos[index].reshape(-1, 3) if pos is None else pos)
+@patch
+def graph(self: FixedShapeSet, index: torch.Tensor, pos: torch.Tensor|None = None) -> Graph:
+    """The graph of the batch `index` (its positions `pos`, gathered if not given): the complete graph of B
+    structures of `slots` atoms (made once per B), or the structures' neighbour lists."""
+    B = index.shape[0]
+    if self.lists is None:
+        if B not in self._complete: self._complete[B] = complete_graph(B, self.slots, self.device, self.dtype)
+        return self._complete[B]
+    return self.lists.graph(index, self.slots, self.pos[index].reshape(-1, 3) if pos is None else pos)
 
-    def epoch(self, batch_size: int, generator: torch.Generator|None = None) -> torch.Tensor:
-        "Structure indices of one shuffled epoch, [len // batch_size, batch_size], drawn on the device (whole batches only)."
-        if not 1 <= batch_size <= len(self): raise ValueError(f"batch_size must lie in 1..{len(self)}, got {batch_size}")
-        k = len(self) // batch_size
-        return torch.randperm(len(self), device=self.device, generator=generator)[:k * batch_size].reshape(k, batch_size)
+@patch
+def epoch(self: FixedShapeSet, batch_size: int, generator: torch.Generator|None = None) -> torch.Tensor:
+    "Structure indices of one shuffled epoch, [len // batch_size, batch_size], drawn on the device (whole batches only)."
+    if not 1 <= batch_size <= len(self): raise ValueError(f"batch_size must lie in 1..{len(self)}, got {batch_size}")
+    k = len(self) // batch_size
+    return torch.randperm(len(self), device=self.device, generator=generator)[:k * batch_size].reshape(k, batch_size)
 
-    def largest_distance(self, chunk: int = 4096) -> float:
-        "The largest distance between two real atoms of one structure (A)."
-        out = 0.0
-        for lo in range(0, len(self), chunk):
-            p, m = self.pos[lo:lo + chunk].double(), self.mask[lo:lo + chunk]
-            d = torch.cdist(p, p).masked_fill(~(m[:, :, None] & m[:, None, :]), 0.0)
-            out = max(out, float(d.max()))
-        return out
+@patch
+def largest_distance(self: FixedShapeSet, chunk: int = 4096) -> float:
+    "The largest distance between two real atoms of one structure (A)."
+    out = 0.0
+    for lo in range(0, len(self), chunk):
+        p, m = self.pos[lo:lo + chunk].double(), self.mask[lo:lo + chunk]
+        d = torch.cdist(p, p).masked_fill(~(m[:, :, None] & m[:, None, :]), 0.0)
+        out = max(out, float(d.max()))
+    return out
 
 # %% ../../nbs/train/07_fast.ipynb #c33715dc
 class SizeBuckets(torch.utils.data.Sampler):
@@ -291,22 +297,6 @@ class FastStep:
         self.checks, self.steps = DeferredChecks(), 0
         self._cuda_graph, self._out, self._grads = None, None, None
 
-    def set_lambda_denoise(self, value: float) -> None:
-        "The weight of the denoising term from the next step on (in place: the captured graph reads it)."
-        self.lambda_denoise.fill_(float(value))
-
-    def _body(self):
-        batch = self.data.batch(self.index)
-        with sync_free(self.checks):
-            if self.objective == "kl_warmup":
-                total = self.model.kl_warmup_loss(batch, self.cfg, graph=batch.graph)
-                terms = {"kl_warmup": total}
-            else:
-                total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
-        total.backward(inputs=self.params)
-        self.checks.fold()
-        return total.detach(), {k: v.detach() for k, v in terms.items()}
-
     def __call__(self, index: torch.Tensor,     # [batch_size] long, on the device
                  lists: tuple|None = None,   # streamed neighbour lists: the batch's (ListBuilder.build), loaded before the pass
                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
@@ -332,31 +322,52 @@ class FastStep:
         if self.steps % self.check_every == 0: self.checks.raise_if_failed()
         return self._out
 
-    def put_gradients(self) -> None:
-        """Put the last pass's gradients (back) into `p.grad`: Lightning's `zero_grad` sets them to None between the
-        training step and its backward hook, which calls this (`AniDSModule.backward`)."""
-        if self._grads is None: raise RuntimeError("no pass has run yet: call the step first")
-        for p, g in zip(self.params, self._grads): p.grad = g
+# %% ../../nbs/train/07_fast.ipynb #63c9d009
+@patch
+def set_lambda_denoise(self: FastStep, value: float) -> None:
+    "The weight of the denoising term from the next step on (in place: the captured graph reads it)."
+    self.lambda_denoise.fill_(float(value))
 
-    def record(self, warmup: int = 3) -> None:
-        """Record the CUDA graph now (the first call does it otherwise): `warmup` passes on a side stream, on the
-        present `index`, fill the caches and the allocator's pools (they change no weight), then the graph is
-        recorded (recording runs nothing). Only the random streams have moved on."""
-        if not self.capture: raise ValueError("this step is not captured (capture=False)")
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(warmup):
-                for p in self.params: p.grad = None
-                self.checks = DeferredChecks()
-                self._body()
-        torch.cuda.current_stream().wait_stream(side)
-        n_checks = len(self.checks)
-        for p in self.params: p.grad = None   # the graph allocates its own gradients: backward writes, not adds
-        # the failure flags exist before the graph: each replay ORs into them (fold), none overwrites them
-        self.checks = DeferredChecks()
-        self.checks.failed = torch.zeros(n_checks, dtype=torch.bool, device=self.data.device)
-        self._cuda_graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._cuda_graph):
-            self._out = self._body()
-        self._grads = [p.grad for p in self.params]
+@patch
+def _body(self: FastStep):
+    batch = self.data.batch(self.index)
+    with sync_free(self.checks):
+        if self.objective == "kl_warmup":
+            total = self.model.kl_warmup_loss(batch, self.cfg, graph=batch.graph)
+            terms = {"kl_warmup": total}
+        else:
+            total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
+    total.backward(inputs=self.params)
+    self.checks.fold()
+    return total.detach(), {k: v.detach() for k, v in terms.items()}
+
+@patch
+def put_gradients(self: FastStep) -> None:
+    """Put the last pass's gradients (back) into `p.grad`: Lightning's `zero_grad` sets them to None between the
+    training step and its backward hook, which calls this (`AniDSModule.backward`)."""
+    if self._grads is None: raise RuntimeError("no pass has run yet: call the step first")
+    for p, g in zip(self.params, self._grads): p.grad = g
+
+@patch
+def record(self: FastStep, warmup: int = 3) -> None:
+    """Record the CUDA graph now (the first call does it otherwise): `warmup` passes on a side stream, on the
+    present `index`, fill the caches and the allocator's pools (they change no weight), then the graph is
+    recorded (recording runs nothing). Only the random streams have moved on."""
+    if not self.capture: raise ValueError("this step is not captured (capture=False)")
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmup):
+            for p in self.params: p.grad = None
+            self.checks = DeferredChecks()
+            self._body()
+    torch.cuda.current_stream().wait_stream(side)
+    n_checks = len(self.checks)
+    for p in self.params: p.grad = None   # the graph allocates its own gradients: backward writes, not adds
+    # the failure flags exist before the graph: each replay ORs into them (fold), none overwrites them
+    self.checks = DeferredChecks()
+    self.checks.failed = torch.zeros(n_checks, dtype=torch.bool, device=self.data.device)
+    self._cuda_graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(self._cuda_graph):
+        self._out = self._body()
+    self._grads = [p.grad for p in self.params]

@@ -22,9 +22,9 @@ from .case_study import case_study_section
 
 # %% auto #0
 __all__ = ['GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'HPARAM_TABLES',
-           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'oc22_section', 'mptrj_section', 'geometry_section',
-           'mlearn_section', 'benchmark_section', 'compare_mace_section', 'headline_table', 'Report', 'build_report',
-           'report_figures']
+           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'REPORT_FIGURES', 'oc22_section', 'mptrj_section',
+           'geometry_section', 'mlearn_section', 'benchmark_section', 'compare_mace_section', 'headline_table',
+           'Report', 'build_report', 'report_figures']
 
 # %% ../../nbs/experiments/06_report.ipynb #eecd90b3
 _E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
@@ -358,6 +358,104 @@ def build_report(results_dir="results") -> Report:
     return Report(sections, inv, str(rd))
 
 # %% ../../nbs/experiments/06_report.ipynb #60db80b4
+def _md17_figure(report: Report, plt):
+    "Table 1: force MAE per molecule, the paper's rows and ours (drawn before ours are measured too)."
+    s = report.section("md17")
+    cols = [c for c in s.data["paper"].columns if c != "Avg"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    x = np.arange(len(cols))
+    for k, row in enumerate(("PaiNN", "DeNS (Lmax=2)", "DeNS (Lmax=3)", "AniDS (Lmax=2)")):
+        ax.plot(x + 0.06 * k, s.data["paper"].loc[row, cols], "o", ms=4, label=f"paper: {row}")
+    for k, (label, st) in enumerate(s.data["ours"].items()):
+        pts = [(i, st[c]) for i, c in enumerate(cols) if c in st and st[c].n]
+        if pts:
+            ax.errorbar([i + 0.3 + 0.06 * k for i, _ in pts], [p.mean for _, p in pts],
+                        yerr=[p.std if p.n > 1 else 0 for _, p in pts], fmt="s", ms=5, capsize=2, label=label)
+    ax.set_xticks(x + 0.1, cols, rotation=20); ax.set_yscale("log"); ax.set_ylabel("force MAE (kcal/mol/Å)")
+    ax.set_title("Table 1 (MD17): the paper's rows and ours" + ("" if s.data["ours"] else " (ours: not run yet)"))
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+def _ablation_figure(report: Report, plt):
+    "Table 3 (a), (b): relative change against no pre-training: the figure, or None before ours are measured."
+    parts = [report.section(k) for k in ("ablation_a", "ablation_b")]
+    if any(p.data["ours"] for p in parts):
+        fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True)
+        for ax, sec in zip(axes, parts):
+            rows = list(sec.data["paper"].index)
+            base = sec.data["paper"]["EqV2-No pre-train"]
+            series = {"paper (EqV2, MD17 aspirin)": [100 * (sec.data["paper"][r] - base) / base for r in rows]}
+            for stem, st in sec.data["ours"].items():
+                b = st["EqV2-No pre-train"].mean if st.get("EqV2-No pre-train") else math.nan
+                series[f"ours ({stem})"] = [100 * (st[r].mean - b) / b if st.get(r) else math.nan for r in rows]
+            h = 0.8 / len(series)
+            for k, (name, vals) in enumerate(series.items()):
+                ax.barh(np.arange(len(rows)) + k * h, vals, height=h, label=name)
+            ax.axvline(0, color="k", lw=0.5)
+            ax.set_yticks(np.arange(len(rows)) + 0.4 - h / 2, rows)
+            ax.set_xlabel("force MAE change vs no pre-train (%)"); ax.set_title(f"Table {sec.paper.number}")
+        axes[0].invert_yaxis(); axes[1].legend(fontsize=6)
+        return fig
+    return None
+
+# %% ../../nbs/experiments/06_report.ipynb #933a8c85
+def _computational_cost_figure(report: Report, plt):
+    "Table 17: time per epoch relative to no noise: the figure, or None before ours are measured."
+    s = report.section("computational_cost")
+    if s.data["ours"]:
+        rows = list(s.data["paper"].index)
+        series = {"paper (H100)": list(s.data["paper"])}
+        for stem, r in s.data["ours"].items(): series[f"ours ({stem.replace('computational_cost_', '')})"] = [r.get(p, math.nan) for p in rows]
+        fig, ax = plt.subplots(figsize=(6, 2.8))
+        h = 0.8 / len(series)
+        for k, (name, vals) in enumerate(series.items()):
+            ax.bar(np.arange(len(rows)) + k * h, vals, width=h, label=name)
+        for k, (name, v) in enumerate(s.data.get("overhead", {}).items()):
+            if k: ax.axhline(v, ls="--", lw=0.8, color=f"C{len(series) + k}", label=f"bench_overhead (PaiNN): {name}")
+        ax.set_xticks(np.arange(len(rows)) + 0.4 - h / 2, rows, rotation=10)
+        ax.set_ylabel("time per epoch / no noise"); ax.set_title("Table 17: training-time overhead")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return fig
+    return None
+
+# %% ../../nbs/experiments/06_report.ipynb #aaf6461b
+def _rmd17_figure(report: Report, plt):
+    "Table 6: rMD17 per molecule, once measured: the figure, or None before ours are measured."
+    s = report.section("rmd17")
+    if s.data["ours"]:
+        cols = list(s.data["paper"].columns)
+        fig, ax = plt.subplots(figsize=(6, 2.8))
+        series = {f"paper: {r}": list(s.data["paper"].loc[r, cols]) for r in ("MACE", "EquiformerV2 + DeNS", "EquiformerV2 + AniDS (Ours)")}
+        for label, st in s.data["ours"].items(): series[f"ours: {label}"] = [st[c].mean if c in st and st[c] else math.nan for c in cols]
+        h = 0.8 / len(series)
+        for k, (name, vals) in enumerate(series.items()):
+            ax.bar(np.arange(len(cols)) + k * h, vals, width=h, label=name)
+        ax.set_xticks(np.arange(len(cols)) + 0.4 - h / 2, cols); ax.set_yscale("log"); ax.set_ylabel("force MAE (meV/Å)")
+        ax.set_title("Table 6 (rMD17)"); ax.legend(fontsize=6)
+        return fig
+    return None
+
+def _geometry_optimisation_figure(report: Report, plt):
+    "Table 16: RMSD improvement per structure, once measured: the figure, or None before ours are measured."
+    s = report.section("geometry_optimisation")
+    if s.data["ours"]:
+        fig, ax = plt.subplots(figsize=(6.5, 2.8))
+        p = s.data["paper"].drop(index="Average")
+        for k, col in enumerate(p.columns):
+            ax.plot(p.index.astype(int), p[col], "o-", ms=3, lw=0.8, color=f"C{k}", label=f"paper: {col}")
+            st = s.data["ours"].get(col, {})
+            idx = sorted((int(i) for i in st if i != "Average"))
+            if idx: ax.plot(idx, [st[str(i)].mean for i in idx], "s--", ms=3, lw=0.8, color=f"C{k}", label=f"ours: {col}")
+        ax.set_xlabel("structure index (ours are not the paper's structures)"); ax.set_ylabel("RMSD improvement (Å)")
+        ax.set_title("Table 16: geometry optimisation"); ax.legend(fontsize=6, ncol=2)
+        return fig
+    return None
+
+# %% ../../nbs/experiments/06_report.ipynb #b39ca04a
+REPORT_FIGURES = {"md17": _md17_figure, "ablation": _ablation_figure, "computational_cost": _computational_cost_figure,
+                  "rmd17": _rmd17_figure, "geometry_optimisation": _geometry_optimisation_figure}
+"The report's figures: the section key each is saved under, and what draws it (None: nothing to draw yet)."
+
 def report_figures(report: Report, figures_dir, dpi: int = 100) -> dict:
     "Write the report's figures (figures_dir/report_*.png); returns {section key: path} and stores it in the report."
     import matplotlib
@@ -365,93 +463,12 @@ def report_figures(report: Report, figures_dir, dpi: int = 100) -> dict:
     figures_dir = Path(figures_dir)
     figures_dir.mkdir(parents=True, exist_ok=True)
     made = {}
-    def save(fig, key):
-        path = figures_dir / f"report_{key}.png"
-        fig.savefig(path, dpi=dpi, bbox_inches="tight")
-        plt.close(fig)
-        made[key] = path
-
     with matplotlib.rc_context({"font.size": 8}):
-        # Table 1: force MAE per molecule, the paper's rows and ours
-        s = report.section("md17")
-        cols = [c for c in s.data["paper"].columns if c != "Avg"]
-        fig, ax = plt.subplots(figsize=(7.5, 3.2))
-        x = np.arange(len(cols))
-        for k, row in enumerate(("PaiNN", "DeNS (Lmax=2)", "DeNS (Lmax=3)", "AniDS (Lmax=2)")):
-            ax.plot(x + 0.06 * k, s.data["paper"].loc[row, cols], "o", ms=4, label=f"paper: {row}")
-        for k, (label, st) in enumerate(s.data["ours"].items()):
-            pts = [(i, st[c]) for i, c in enumerate(cols) if c in st and st[c].n]
-            if pts:
-                ax.errorbar([i + 0.3 + 0.06 * k for i, _ in pts], [p.mean for _, p in pts],
-                            yerr=[p.std if p.n > 1 else 0 for _, p in pts], fmt="s", ms=5, capsize=2, label=label)
-        ax.set_xticks(x + 0.1, cols, rotation=20); ax.set_yscale("log"); ax.set_ylabel("force MAE (kcal/mol/Å)")
-        ax.set_title("Table 1 (MD17): the paper's rows and ours" + ("" if s.data["ours"] else " (ours: not run yet)"))
-        ax.legend(fontsize=6, ncol=2)
-        save(fig, "md17")
-
-        # Table 3 (a), (b): relative change against no pre-training
-        parts = [report.section(k) for k in ("ablation_a", "ablation_b")]
-        if any(p.data["ours"] for p in parts):
-            fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True)
-            for ax, sec in zip(axes, parts):
-                rows = list(sec.data["paper"].index)
-                base = sec.data["paper"]["EqV2-No pre-train"]
-                series = {"paper (EqV2, MD17 aspirin)": [100 * (sec.data["paper"][r] - base) / base for r in rows]}
-                for stem, st in sec.data["ours"].items():
-                    b = st["EqV2-No pre-train"].mean if st.get("EqV2-No pre-train") else math.nan
-                    series[f"ours ({stem})"] = [100 * (st[r].mean - b) / b if st.get(r) else math.nan for r in rows]
-                h = 0.8 / len(series)
-                for k, (name, vals) in enumerate(series.items()):
-                    ax.barh(np.arange(len(rows)) + k * h, vals, height=h, label=name)
-                ax.axvline(0, color="k", lw=0.5)
-                ax.set_yticks(np.arange(len(rows)) + 0.4 - h / 2, rows)
-                ax.set_xlabel("force MAE change vs no pre-train (%)"); ax.set_title(f"Table {sec.paper.number}")
-            axes[0].invert_yaxis(); axes[1].legend(fontsize=6)
-            save(fig, "ablation")
-
-        # Table 17: time per epoch relative to no noise
-        s = report.section("computational_cost")
-        if s.data["ours"]:
-            rows = list(s.data["paper"].index)
-            series = {"paper (H100)": list(s.data["paper"])}
-            for stem, r in s.data["ours"].items(): series[f"ours ({stem.replace('computational_cost_', '')})"] = [r.get(p, math.nan) for p in rows]
-            fig, ax = plt.subplots(figsize=(6, 2.8))
-            h = 0.8 / len(series)
-            for k, (name, vals) in enumerate(series.items()):
-                ax.bar(np.arange(len(rows)) + k * h, vals, width=h, label=name)
-            for k, (name, v) in enumerate(s.data.get("overhead", {}).items()):
-                if k: ax.axhline(v, ls="--", lw=0.8, color=f"C{len(series) + k}", label=f"bench_overhead (PaiNN): {name}")
-            ax.set_xticks(np.arange(len(rows)) + 0.4 - h / 2, rows, rotation=10)
-            ax.set_ylabel("time per epoch / no noise"); ax.set_title("Table 17: training-time overhead")
-            ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-            save(fig, "computational_cost")
-
-        # Table 6: rMD17 per molecule, once measured
-        s = report.section("rmd17")
-        if s.data["ours"]:
-            cols = list(s.data["paper"].columns)
-            fig, ax = plt.subplots(figsize=(6, 2.8))
-            series = {f"paper: {r}": list(s.data["paper"].loc[r, cols]) for r in ("MACE", "EquiformerV2 + DeNS", "EquiformerV2 + AniDS (Ours)")}
-            for label, st in s.data["ours"].items(): series[f"ours: {label}"] = [st[c].mean if c in st and st[c] else math.nan for c in cols]
-            h = 0.8 / len(series)
-            for k, (name, vals) in enumerate(series.items()):
-                ax.bar(np.arange(len(cols)) + k * h, vals, width=h, label=name)
-            ax.set_xticks(np.arange(len(cols)) + 0.4 - h / 2, cols); ax.set_yscale("log"); ax.set_ylabel("force MAE (meV/Å)")
-            ax.set_title("Table 6 (rMD17)"); ax.legend(fontsize=6)
-            save(fig, "rmd17")
-
-        # Table 16: RMSD improvement per structure, once measured
-        s = report.section("geometry_optimisation")
-        if s.data["ours"]:
-            fig, ax = plt.subplots(figsize=(6.5, 2.8))
-            p = s.data["paper"].drop(index="Average")
-            for k, col in enumerate(p.columns):
-                ax.plot(p.index.astype(int), p[col], "o-", ms=3, lw=0.8, color=f"C{k}", label=f"paper: {col}")
-                st = s.data["ours"].get(col, {})
-                idx = sorted((int(i) for i in st if i != "Average"))
-                if idx: ax.plot(idx, [st[str(i)].mean for i in idx], "s--", ms=3, lw=0.8, color=f"C{k}", label=f"ours: {col}")
-            ax.set_xlabel("structure index (ours are not the paper's structures)"); ax.set_ylabel("RMSD improvement (Å)")
-            ax.set_title("Table 16: geometry optimisation"); ax.legend(fontsize=6, ncol=2)
-            save(fig, "geometry_optimisation")
+        for key, draw in REPORT_FIGURES.items():
+            fig = draw(report, plt)
+            if fig is None: continue
+            made[key] = figures_dir / f"report_{key}.png"
+            fig.savefig(made[key], dpi=dpi, bbox_inches="tight")
+            plt.close(fig)
     report.figures.update(made)
     return made

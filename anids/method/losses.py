@@ -6,7 +6,7 @@ from dataclasses import dataclass, fields
 import math
 import torch
 from torch_geometric.utils import scatter
-from ..nn.fixed_shapes import is_sync_free, solve_lower_transposed_3x3, inverse_lower_3x3
+from .noise import cholesky_factor, solve_lower_transposed_3x3, inverse_lower_3x3
 
 # %% auto #0
 __all__ = ['DENOISE_REDUCTIONS', 'TARGET_SCALES', 'masked_mean', 'anids_target', 'authors_target_scale', 'a_mean_target_scale',
@@ -39,9 +39,8 @@ def masked_mean(values: torch.Tensor,              # [N] per-atom values
 
 # %% ../../nbs/method/02_losses.ipynb #c5454acf
 def anids_target(L: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
-    "L_i^{-T} eps_i = Sigma_i^{-1} (x~_i - x_i), by a triangular solve; [N, 3]."
-    if is_sync_free(): return solve_lower_transposed_3x3(L, eps)   # closed form: a CUDA graph records it
-    return torch.linalg.solve_triangular(L.transpose(1, 2), eps[:, :, None], upper=True).squeeze(-1)
+    "L_i^{-T} eps_i = Sigma_i^{-1} (x~_i - x_i), by back substitution; [N, 3]."
+    return solve_lower_transposed_3x3(L, eps)
 
 DENOISE_REDUCTIONS = ("pooled_l2", "per_structure_sq")
 
@@ -53,10 +52,7 @@ def authors_target_scale(L: torch.Tensor,                  # [N, 3, 3] Cholesky 
     "Per-atom factor sqrt(3) / mean_{k in j, corrupted} ||L_k^{-T}||_F of the authors' `L_norm_std` (not detached)."
     m = _as_mask(mask, L.shape[0], L.device)
     B = int(num_graphs if num_graphs is not None else int(batch.max()) + 1)
-    eye = torch.eye(3, dtype=L.dtype, device=L.device).expand_as(L)
-    # ||L^{-T}||_F = ||L^{-1}||_F; one triangular solve per atom
-    inverse = inverse_lower_3x3(L) if is_sync_free() else torch.linalg.solve_triangular(L, eye, upper=False)
-    frob = torch.linalg.matrix_norm(inverse)
+    frob = torch.linalg.matrix_norm(inverse_lower_3x3(L))   # ||L^{-T}||_F = ||L^{-1}||_F
     w = m.to(L.dtype)
     sums = scatter(frob * w, batch, 0, dim_size=B)
     cnt = scatter(w, batch, 0, dim_size=B)
@@ -119,7 +115,7 @@ def kl_isotropic_prior(cov_matrix: torch.Tensor,  # [N, 3, 3] covariances
                       ) -> torch.Tensor:
     "Eq. 10: mean over (masked) atoms of KL(N(0, Sigma_i) || N(0, sigma_p^2 I)), with the 1/2."
     if sigma_p <= 0: raise ValueError("sigma_p must be positive")
-    if L is None: L = torch.linalg.cholesky(cov_matrix)
+    if L is None: L = cholesky_factor(cov_matrix)
     logdet = 2 * torch.log(torch.diagonal(L, dim1=1, dim2=2)).sum(-1)
     tr = torch.diagonal(cov_matrix, dim1=1, dim2=2).sum(-1)
     kl = 0.5 * (tr / sigma_p ** 2 - 3 + 3 * math.log(sigma_p ** 2) - logdet)

@@ -8,10 +8,10 @@ import torch
 from fastcore.basics import patch
 from torch import nn
 from torch_geometric.utils import scatter
-from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size
-from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors, det_3x3
+from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size, det_3x3
+from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
-from .noise import NoiseGenerator, Covariance, sample_anisotropic, NOISE_METHODS
+from .noise import NoiseGenerator, Covariance, sample_anisotropic, cholesky_factor, NOISE_METHODS
 from .views import Corruption, DenoiserView, denoiser_view
 from .losses import (anids_loss, authors_target_scale, a_mean_target_scale, TARGET_SCALES, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
@@ -428,9 +428,7 @@ def cache_covariances(model: AniDSModel, structures, batch_size: int = 64, progr
         for b in loader:
             b.pos = b.pos.to(dtype)
             cov = model.covariance(b)
-            L, info = torch.linalg.cholesky_ex(cov.matrix)
-            if bool((info > 0).any()):
-                raise ValueError(f"Sigma of atom {int(torch.nonzero(info > 0)[0, 0])} of a batch is not positive definite")
+            L = cholesky_factor(cov.matrix)   # a Sigma_i that is not positive definite stops here, naming its atom
             for k in range(int(b.num_graphs)):
                 s = structures[len(out)].clone()
                 lo, hi = int(b.ptr[k]), int(b.ptr[k + 1])

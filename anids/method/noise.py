@@ -11,11 +11,12 @@ from torch_geometric.utils import scatter, softmax
 from ..nn.graphs import Graph, radius_graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from ..nn.backbones import Backbone
 from ..nn.layers import BesselRBF, cosine_cutoff, mlp
-from ..nn.fixed_shapes import check_that, is_sync_free, cholesky_3x3, fixed_nearest_neighbors
+from ..nn.fixed_shapes import check_that, is_sync_free, fixed_nearest_neighbors
 
 # %% auto #0
-__all__ = ['NOISE_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'sample_anisotropic', 'expected_close_contacts',
-           'Covariance', 'NoiseGenerator']
+__all__ = ['NOISE_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'cholesky_3x3', 'solve_lower_transposed_3x3',
+           'cholesky_factor', 'inverse_lower_3x3', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
+           'NoiseGenerator']
 
 # %% ../../nbs/method/01_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
@@ -98,6 +99,52 @@ def _warn_coincident(close, dist, i, j, batch) -> None:
     warnings.warn(f"coincident atoms {ai} and {aj}{where} (distance {float(dist[k]):.2e} A): r_ij has no direction, so "
                   f"the {int(close.sum())} such edge(s) add no anisotropic correction to Sigma_i", stacklevel=3)
 
+# %% ../../nbs/method/01_noise.ipynb #1d41f176
+def cholesky_3x3(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cholesky factors L [N, 3, 3] of symmetric 3x3 matrices [N, 3, 3] in closed form (reading the lower triangle),
+    and [N] bool: positive definite (where it is False, L holds NaN). Elementwise operations only: a CUDA graph records
+    them, a compiler fuses them, and no solver status is read."""
+    a00, _, _, a10, a11, _, a20, a21, a22 = cov.reshape(-1, 9).unbind(1)   # one operator for the nine views
+    l00 = torch.sqrt(a00)
+    l10, l20 = a10 / l00, a20 / l00
+    d1 = a11 - l10 * l10
+    l11 = torch.sqrt(d1)
+    l21 = (a21 - l20 * l10) / l11
+    d2 = a22 - l20 * l20 - l21 * l21
+    l22, zero = torch.sqrt(d2), torch.zeros_like(l00)
+    L = torch.stack([l00, zero, zero, l10, l11, zero, l20, l21, l22], -1).reshape(-1, 3, 3)
+    return L, (a00 > 0) & (d1 > 0) & (d2 > 0)
+
+def solve_lower_transposed_3x3(L: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    "x = L^{-T} b for lower-triangular L [N, 3, 3] and b [N, 3], by back substitution in closed form."
+    l00, _, _, l10, l11, _, l20, l21, l22 = L.reshape(-1, 9).unbind(1)
+    b0, b1, b2 = b.unbind(1)
+    x2 = b2 / l22
+    x1 = (b1 - l21 * x2) / l11
+    x0 = (b0 - l10 * x1 - l20 * x2) / l00
+    return torch.stack([x0, x1, x2], -1)
+
+def cholesky_factor(cov_matrix: torch.Tensor) -> torch.Tensor:
+    "Cholesky factors L_i [N, 3, 3] of covariances Sigma_i [N, 3, 3]; a Sigma_i that is not positive definite is a ValueError."
+    L, ok = cholesky_3x3(cov_matrix)
+    def not_positive_definite():
+        k = int(torch.nonzero(~ok)[0, 0])
+        return ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
+    check_that(ok, not_positive_definite)
+    return L
+
+
+# %% ../../nbs/method/01_noise.ipynb #6f2f446c
+def inverse_lower_3x3(L: torch.Tensor) -> torch.Tensor:
+    "L^{-1} [N, 3, 3] of lower-triangular L [N, 3, 3] in closed form."
+    l00, _, _, l10, l11, _, l20, l21, l22 = L.reshape(-1, 9).unbind(1)
+    m00, m11, m22 = 1 / l00, 1 / l11, 1 / l22
+    m10 = -l10 * m00 * m11
+    m21 = -l21 * m11 * m22
+    m20 = (l10 * l21 - l11 * l20) * m00 * m11 * m22
+    zero = torch.zeros_like(m00)
+    return torch.stack([m00, zero, zero, m10, m11, zero, m20, m21, m22], -1).reshape(-1, 3, 3)
+
 # %% ../../nbs/method/01_noise.ipynb #70c2ec30
 def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances (may be None when L is given)
                        generator: torch.Generator|None = None,  # torch RNG for reproducible draws
@@ -112,15 +159,7 @@ def sample_anisotropic(cov_matrix: torch.Tensor|None,   # [N, 3, 3] covariances 
         if L.shape != ref.shape:
             raise ValueError(f"L must have the shape of cov_matrix {tuple(ref.shape)}, got {tuple(L.shape)}")
     else:
-        if is_sync_free():   # the closed form: no solver status to read, and a CUDA graph records it
-            L, ok = cholesky_3x3(cov_matrix)
-        else:
-            L, info = torch.linalg.cholesky_ex(cov_matrix)
-            ok = info == 0
-        def not_positive_definite():
-            k = int(torch.nonzero(~ok)[0, 0])
-            return ValueError(f"Sigma of atom {k} is not positive definite: {cov_matrix[k].detach().tolist()}")
-        check_that(ok, not_positive_definite)
+        L = cholesky_factor(cov_matrix)
     # a given L is trusted (cached Cholesky factors of a frozen generator, checked when they were made)
     eps = torch.randn(L.shape[0], 3, dtype=L.dtype, device=L.device, generator=generator)
     noise = (L @ eps[:, :, None]).squeeze(-1)

@@ -11,8 +11,7 @@ from .graphs import Graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'ListBuilder',
-           'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors', 'cholesky_3x3',
-           'solve_lower_transposed_3x3', 'det_3x3', 'inverse_lower_3x3']
+           'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors']
 
 # %% ../../nbs/nn/10_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -279,40 +278,3 @@ def fixed_nearest_neighbors(pos: torch.Tensor,   # [N, 3] positions (A)
     edge_index = torch.stack([torch.where(real, graph.edge_index[0][edge], empty), empty])
     shift = torch.where(real[..., None], graph.shift[edge], far)
     return replace(graph, edge_index=edge_index.reshape(2, N * k), shift=shift.reshape(N * k, 3), beyond_cutoff=True)
-
-# %% ../../nbs/nn/10_fixed_shapes.ipynb #835ec600
-def cholesky_3x3(cov: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Cholesky factors L [N, 3, 3] of symmetric 3x3 matrices [N, 3, 3] in closed form, and [N] bool: positive definite
-    (where it is False, L holds NaN). Elementwise operations only: a CUDA graph records them, and a step without host
-    synchronisation reads no solver status."""
-    a = cov
-    l00 = torch.sqrt(a[:, 0, 0])
-    l10, l20 = a[:, 1, 0] / l00, a[:, 2, 0] / l00
-    d1 = a[:, 1, 1] - l10 * l10
-    l11 = torch.sqrt(d1)
-    l21 = (a[:, 2, 1] - l20 * l10) / l11
-    d2 = a[:, 2, 2] - l20 * l20 - l21 * l21
-    l22, zero = torch.sqrt(d2), torch.zeros_like(l00)
-    L = torch.stack([l00, zero, zero, l10, l11, zero, l20, l21, l22], -1).reshape(-1, 3, 3)
-    return L, (a[:, 0, 0] > 0) & (d1 > 0) & (d2 > 0)
-
-def solve_lower_transposed_3x3(L: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    "x = L^{-T} b for lower-triangular L [N, 3, 3] and b [N, 3], by back substitution in closed form."
-    x2 = b[:, 2] / L[:, 2, 2]
-    x1 = (b[:, 1] - L[:, 2, 1] * x2) / L[:, 1, 1]
-    x0 = (b[:, 0] - L[:, 1, 0] * x1 - L[:, 2, 0] * x2) / L[:, 0, 0]
-    return torch.stack([x0, x1, x2], -1)
-
-def det_3x3(a: torch.Tensor) -> torch.Tensor:
-    "Determinants [N] of 3x3 matrices [N, 3, 3] (a cell's signed volume), as a_0 . (a_1 x a_2): no solver, no status to read."
-    return (a[:, 0] * torch.linalg.cross(a[:, 1], a[:, 2], dim=-1)).sum(-1)
-
-# %% ../../nbs/nn/10_fixed_shapes.ipynb #ce538864
-def inverse_lower_3x3(L: torch.Tensor) -> torch.Tensor:
-    "L^{-1} [N, 3, 3] of lower-triangular L [N, 3, 3] in closed form."
-    m00, m11, m22 = 1 / L[:, 0, 0], 1 / L[:, 1, 1], 1 / L[:, 2, 2]
-    m10 = -L[:, 1, 0] * m00 * m11
-    m21 = -L[:, 2, 1] * m11 * m22
-    m20 = (L[:, 1, 0] * L[:, 2, 1] - L[:, 1, 1] * L[:, 2, 0]) * m00 * m11 * m22
-    zero = torch.zeros_like(m00)
-    return torch.stack([m00, zero, zero, m10, m11, zero, m20, m21, m22], -1).reshape(-1, 3, 3)

@@ -11,7 +11,8 @@ except ImportError:
 
 # %% auto #0
 __all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'structure_pairs',
-           'radius_graph', 'nearest_neighbors', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
+           'radius_graph', 'nearest_neighbors', 'det_3x3', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks',
+           'edge_chunk_map']
 
 # %% ../../nbs/nn/01_graphs.ipynb #1a99bcfd
 @dataclass
@@ -103,6 +104,12 @@ def nearest_neighbors(pos: torch.Tensor, graph: Graph, k: int) -> Graph:
     keep = order[rank < k]
     keep, _ = torch.sort(keep)
     return Graph(graph.edge_index[:, keep], graph.shift[keep])
+
+# %% ../../nbs/nn/01_graphs.ipynb #3b83ea2b
+def det_3x3(a: torch.Tensor) -> torch.Tensor:
+    "Determinants [N] of 3x3 matrices [N, 3, 3] (a cell's signed volume), as a_0 . (a_1 x a_2): no solver, no status to read."
+    return (a[:, 0] * torch.linalg.cross(a[:, 1], a[:, 2], dim=-1)).sum(-1)
+
 
 # %% ../../nbs/nn/01_graphs.ipynb #a0e8d77b
 DEFAULT_EDGE_CHUNK_SIZE = 2048

@@ -302,6 +302,33 @@ def _frame(points: np.ndarray, aspect: float) -> dict:
     return dict(center=center.tolist(), radius=radius, depth=depth, marks=marks.tolist(),
                 zoom=max(5.0, radius, depth) / radius)
 
+# %% ../../nbs/analysis/02_viz.ipynb #3381cd2f
+def _add_ellipsoids(view, spec: list[dict], arrows, opacity: float, mesh_resolution: int) -> list[np.ndarray]:
+    "Draw each entry of `spec` as a mesh (and its principal axes as arrows); returns the points drawn, for the framing."
+    drawn = []
+    for e in spec:
+        m = ellipsoid_mesh(e["center"], e["axes"], e["radii"], n_lat=mesh_resolution, n_lon=2 * mesh_resolution)
+        drawn.append(m["vertices"])
+        view.addCustom({"vertexArr": [_vec(v) for v in m["vertices"]], "normalArr": [_vec(v, 2) for v in m["normals"]],
+                        "faceArr": m["faces"].reshape(-1).tolist(), "color": e["color"], "opacity": opacity})
+        if not arrows: continue
+        for k in ((0,) if arrows == "smallest" else (0, 1, 2)):
+            c, a = np.asarray(e["center"]), np.asarray(e["axes"][k])
+            length = max(1.35 * e["radii"][k], 0.15)
+            for sgn in (1, -1):
+                drawn.append((c + sgn * length * a)[None])
+                view.addArrow({"start": _vec(c), "end": _vec(drawn[-1][0]), "radius": 0.025,
+                               "radiusRatio": 2.0, "mid": 0.8, "color": _ARROW_COLORS[k]})
+    return drawn
+
+def _hover_labels(view, labels: list[str]) -> None:
+    "Each atom of the first model shows its label while the pointer is on it."
+    view.setHoverable({"model": 0}, True,
+        "function(atom, viewer, event, container) { var L = " + json.dumps(labels) + ";"
+        " if (!atom.label) { atom.label = viewer.addLabel(L[atom.index], {position: atom, backgroundColor: 'black',"
+        " fontColor: 'white', fontSize: 12, backgroundOpacity: 0.8}); } }",
+        "function(atom, viewer) { if (atom.label) { viewer.removeLabel(atom.label); delete atom.label; } }")
+
 # %% ../../nbs/analysis/02_viz.ipynb #93611cb4
 def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None, scale="auto", selection=None,
                     arrows: str|bool = False,     # False | "all" | "smallest" (True = "all")
@@ -343,29 +370,12 @@ def covariance_view(atoms: Atoms, cov_matrix=None, spec: list[dict]|None = None,
     view.addModel(_xyz_block(model_syms, model_pos), "xyz")
     view.setStyle({"model": 0}, {"stick": {"radius": 0.07, "colorscheme": "Jmol"}, "sphere": {"radius": 0.16, "colorscheme": "Jmol"}})
     drawn = [np.asarray(model_pos, dtype=np.float64).reshape(-1, 3)]   # every point drawn, for the framing below
-    for e in spec:
-        m = ellipsoid_mesh(e["center"], e["axes"], e["radii"], n_lat=mesh_resolution, n_lon=2 * mesh_resolution)
-        drawn.append(m["vertices"])
-        view.addCustom({"vertexArr": [_vec(v) for v in m["vertices"]], "normalArr": [_vec(v, 2) for v in m["normals"]],
-                        "faceArr": m["faces"].reshape(-1).tolist(), "color": e["color"], "opacity": opacity})
-        if arrows:
-            for k in ((0,) if arrows == "smallest" else (0, 1, 2)):
-                c, a = np.asarray(e["center"]), np.asarray(e["axes"][k])
-                length = max(1.35 * e["radii"][k], 0.15)
-                for sgn in (1, -1):
-                    drawn.append((c + sgn * length * a)[None])
-                    view.addArrow({"start": _vec(c), "end": _vec(drawn[-1][0]), "radius": 0.025,
-                                   "radiusRatio": 2.0, "mid": 0.8, "color": _ARROW_COLORS[k]})
+    drawn += _add_ellipsoids(view, spec, arrows, opacity, mesh_resolution)
     if periodic and show_cell:
         for a, b in cell_edges(atoms.cell):
             drawn.append(np.array([a, b]))
             view.addCylinder({"start": _vec(a), "end": _vec(b), "radius": 0.03, "color": "#444444", "fromCap": 1, "toCap": 1})
-    if hover:
-        view.setHoverable({"model": 0}, True,
-            "function(atom, viewer, event, container) { var L = " + json.dumps(model_labels) + ";"
-            " if (!atom.label) { atom.label = viewer.addLabel(L[atom.index], {position: atom, backgroundColor: 'black',"
-            " fontColor: 'white', fontSize: 12, backgroundOpacity: 0.8}); } }",
-            "function(atom, viewer) { if (atom.label) { viewer.removeLabel(atom.label); delete atom.label; } }")
+    if hover: _hover_labels(view, model_labels)
     if labels:
         for e in spec:
             view.addLabel(f"{e['element']}{e['index']}", {"position": _vec(e["center"]), "fontSize": 11,

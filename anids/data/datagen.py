@@ -24,114 +24,57 @@ from ..provenance import versions
 __all__ = ['EV_TO_KCAL_MOL', 'run_langevin_md', 'write_md17_npz', 'generate_bundled']
 
 # %% ../../nbs/data/10_bundled_data.ipynb #2c755641
-def run_langevin_md(
-    atoms: Atoms,
-    n_frames: int,
-    temperature_K: float = 500.0,
-    timestep_fs: float = 0.5,
-    friction_per_fs: float = 0.002,
-    equilibration_steps: int = 4000,
-    save_every: int = 40,
-    seed: int = 0,
-    progress: bool = True,
-    calc="gfn2",
-) -> dict:
-    """Run Langevin MD and collect `n_frames` frames of positions, energies and forces.
-
-    Parameters
-    ----------
-    atoms : ase.Atoms
-        Starting structure (not modified), ideally relaxed.
-    n_frames : int
-        Number of frames to store after equilibration.
-    temperature_K : float
-        Thermostat (and initial-velocity) temperature, K.
-    timestep_fs : float
-        Integration time step, fs.
-    friction_per_fs : float
-        Langevin friction coefficient, 1/fs (converted to ASE time units internally).
-    equilibration_steps : int
-        Number of initial steps that are run and discarded.
-    save_every : int
-        Store one frame every `save_every` steps after equilibration.
-    seed : int
-        Seed of the random generator for the initial velocities and the Langevin noise.
-    progress : bool
-        Show a tqdm progress bar over the MD steps.
-    calc : str or ase calculator
-        A reference calculator's name (`anids.data.calculators.reference_calculator`) or a calculator; default GFN2-xTB.
-
-    Returns
-    -------
-    dict
-        ``z`` [n_atoms] atomic numbers, ``R`` [n_frames, n_atoms, 3] positions (A), ``E`` [n_frames] energies (eV),
-        ``F`` [n_frames, n_atoms, 3] forces (eV/A), ``T`` [n_frames] kinetic temperatures (K), ``wall_time_s``, and
-        the settings (``n_frames``, ``temperature_K``, ``timestep_fs``, ``friction_per_fs``,
-        ``equilibration_steps``, ``save_every``, ``seed``).
-
-    Raises
-    ------
-    ValueError
-        For non-positive `n_frames`/`save_every`, negative `equilibration_steps`, or non-finite energies/forces.
-    """
+def run_langevin_md(atoms: Atoms,                   # starting structure (not modified), ideally relaxed
+                    n_frames: int,                  # frames stored after equilibration
+                    temperature_K: float = 500.0,   # thermostat (and initial-velocity) temperature (K)
+                    timestep_fs: float = 0.5,       # integration time step (fs)
+                    friction_per_fs: float = 0.002, # Langevin friction (1/fs; converted to ASE's time unit)
+                    equilibration_steps: int = 4000,  # steps run first and discarded
+                    save_every: int = 40,           # one frame every this many steps after equilibration
+                    seed: int = 0,                  # seed of the initial velocities and the Langevin noise
+                    progress: bool = True,          # a tqdm bar over the MD steps
+                    calc="gfn2",                    # a reference calculator's name (`reference_calculator`) or a calculator
+                   ) -> dict:
+    """Langevin MD from `atoms`, `n_frames` frames of positions, energies and forces after equilibration. Returns
+    ``z`` [n_atoms], ``R`` [n_frames, n_atoms, 3] (A), ``E`` [n_frames] (eV), ``F`` [n_frames, n_atoms, 3] (eV/A),
+    ``T`` [n_frames] kinetic temperatures (K), ``wall_time_s`` and the settings; a ValueError for non-positive
+    `n_frames` / `save_every`, negative `equilibration_steps` or non-finite energies and forces."""
     from ase.md.langevin import Langevin
     from ase.constraints import FixCom
-    from ase.md.velocitydistribution import Stationary, ZeroRotation
+    from ase.md.velocitydistribution import Stationary, ZeroRotation, MaxwellBoltzmannDistribution
+    import ase.md.velocitydistribution as velocities   # thermalize_momenta is ASE >= 3.29's name
+    thermalize = getattr(velocities, "thermalize_momenta", lambda a, T, rng: MaxwellBoltzmannDistribution(a, temperature_K=T, rng=rng))
     from tqdm import tqdm
-
-    try:
-        from ase.md.velocitydistribution import thermalize_momenta
-    except ImportError:  # ASE < 3.29
-        from ase.md.velocitydistribution import MaxwellBoltzmannDistribution
-
-        def thermalize_momenta(atoms, temperature_K, rng=None):
-            MaxwellBoltzmannDistribution(atoms, temperature_K=temperature_K, rng=rng)
-
     if n_frames < 1 or save_every < 1 or equilibration_steps < 0:
-        raise ValueError(
-            f"need n_frames >= 1, save_every >= 1, equilibration_steps >= 0; "
-            f"got {n_frames}, {save_every}, {equilibration_steps}"
-        )
+        raise ValueError(f"need n_frames >= 1, save_every >= 1, equilibration_steps >= 0; "
+                         f"got {n_frames}, {save_every}, {equilibration_steps}")
     t0 = time.perf_counter()
     atoms = atoms.copy()
     atoms.set_constraint(FixCom())
     atoms.calc = reference_calculator(calc) if isinstance(calc, str) else calc
     energy_and_forces(atoms)
     rng = np.random.default_rng(seed)
-    thermalize_momenta(atoms, temperature_K, rng=rng)
-    Stationary(atoms)
-    ZeroRotation(atoms)
-    dyn = Langevin(
-        atoms,
-        timestep=timestep_fs * units.fs,
-        temperature_K=temperature_K,
-        friction=friction_per_fs / units.fs,
-        fixcm=False,
-        rng=rng,
-    )
+    thermalize(atoms, temperature_K, rng=rng)
+    Stationary(atoms); ZeroRotation(atoms)
+    dyn = Langevin(atoms, timestep=timestep_fs * units.fs, temperature_K=temperature_K,
+                   friction=friction_per_fs / units.fs, fixcm=False, rng=rng)
     n_atoms = len(atoms)
     dof = 3 * n_atoms - 3
-    R = np.empty((n_frames, n_atoms, 3))
-    F = np.empty((n_frames, n_atoms, 3))
-    E = np.empty(n_frames)
-    T = np.empty(n_frames)
+    R, F = np.empty((n_frames, n_atoms, 3)), np.empty((n_frames, n_atoms, 3))
+    E, T = np.empty(n_frames), np.empty(n_frames)
     total = equilibration_steps + n_frames * save_every
     with tqdm(total=total, disable=not progress, unit="step", mininterval=10.0, desc=atoms.get_chemical_formula()) as bar:
         if equilibration_steps:
-            dyn.run(equilibration_steps)
-            bar.update(equilibration_steps)
+            dyn.run(equilibration_steps); bar.update(equilibration_steps)
         for i in range(n_frames):
-            dyn.run(save_every)
-            bar.update(save_every)
+            dyn.run(save_every); bar.update(save_every)
             E[i], F[i] = energy_and_forces(atoms)
             R[i] = atoms.get_positions()
             T[i] = 2.0 * atoms.get_kinetic_energy() / (dof * units.kB)
-    return dict(
-        z=atoms.get_atomic_numbers().copy(), R=R, E=E, F=F, T=T,
-        wall_time_s=time.perf_counter() - t0, n_frames=int(n_frames), temperature_K=float(temperature_K),
-        timestep_fs=float(timestep_fs), friction_per_fs=float(friction_per_fs),
-        equilibration_steps=int(equilibration_steps), save_every=int(save_every), seed=int(seed),
-    )
+    return dict(z=atoms.get_atomic_numbers().copy(), R=R, E=E, F=F, T=T, wall_time_s=time.perf_counter() - t0,
+                n_frames=int(n_frames), temperature_K=float(temperature_K), timestep_fs=float(timestep_fs),
+                friction_per_fs=float(friction_per_fs), equilibration_steps=int(equilibration_steps),
+                save_every=int(save_every), seed=int(seed))
 
 # %% ../../nbs/data/10_bundled_data.ipynb #093d1ba1
 EV_TO_KCAL_MOL: float = 1.0 / energy_factor("kcal/mol")  # 1 eV in kcal/mol (about 23.0605)
@@ -193,52 +136,48 @@ def write_md17_npz(
     )
     return path
 
+# %% ../../nbs/data/10_bundled_data.ipynb #3e5bd6b7
+def _bundled_provenance(name: str, smiles: str, atoms: Atoms, md: dict, fmax: float, t0: float) -> dict:
+    "What a bundled file records about how it was made: molecule, theory, embedding and relaxation, MD, sampled T."
+    return {
+        "dataset": "anids bundled MD17-format data (GFN2-xTB stand-in for MD17; not comparable to PBE+vdW-TS)",
+        "molecule": name, "smiles": smiles, "formula": atoms.get_chemical_formula(), "n_atoms": len(atoms),
+        "method": "GFN2-xTB", "calculator": "tblite.ase.TBLite(method='GFN2-xTB', verbosity=0)",
+        "code": versions("tblite", "rdkit", "numpy"),
+        "structure": {
+            "embedding": "rdkit Chem.AddHs + AllChem.EmbedMolecule(ETKDGv3, randomSeed=seed)",
+            "preoptimisation": "rdkit MMFF94 (AllChem.MMFFOptimizeMolecule)",
+            "relaxation": f"GFN2-xTB, ase.optimize.BFGS, fmax {fmax} eV/A",
+            "relax_steps": atoms.info["relax_steps"], "relax_converged": atoms.info["relax_converged"],
+        },
+        "md": {
+            "integrator": "ase.md.langevin.Langevin (fixcm=False) with ase.constraints.FixCom",
+            "temperature_K": md["temperature_K"], "timestep_fs": md["timestep_fs"], "friction_per_fs": md["friction_per_fs"],
+            "initial_velocities": "Maxwell-Boltzmann (thermalize_momenta) + Stationary + ZeroRotation",
+            "equilibration_steps": md["equilibration_steps"], "save_every": md["save_every"],
+            "save_interval_fs": md["save_every"] * md["timestep_fs"], "n_frames": md["n_frames"],
+            "seed": md["seed"], "rng": "numpy.random.default_rng(seed)",
+        },
+        "sampled_temperature_K": {"mean": float(md["T"].mean()), "std": float(md["T"].std()),
+                                  "definition": "2 E_kin / ((3N - 3) k_B) at the stored frames"},
+        "wall_time_s": round(time.perf_counter() - t0, 1),
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
 # %% ../../nbs/data/10_bundled_data.ipynb #9973f083
-def generate_bundled(
-    names=None,
-    out_dir="data/bundled",
-    n_frames: int = 1300,
-    seed: int = 0,
-    temperature_K: float = 500.0,
-    timestep_fs: float = 0.5,
-    friction_per_fs: float = 0.002,
-    equilibration_steps: int = 4000,
-    save_every: int = 40,
-    fmax: float = 0.05,
-    progress: bool = True,
-) -> dict:
-    """Generate ``md17_<name>.npz`` files from GFN2-xTB Langevin MD.
-
-    Parameters
-    ----------
-    names : str, list of str or None
-        MD17 molecule name(s); None for all eight (`MD17_SMILES`).
-    out_dir : str or Path
-        Output folder (created if needed).
-    n_frames : int
-        Frames per molecule after equilibration.
-    seed : int
-        Seed for the rdkit embedding and the MD (velocities and Langevin noise).
-    temperature_K, timestep_fs, friction_per_fs, equilibration_steps, save_every
-        MD settings, see `run_langevin_md`.
-    fmax : float
-        Force threshold (eV/A) of the GFN2-xTB pre-relaxation.
-    progress : bool
-        Show tqdm progress bars (over molecules and over MD steps).
-
-    Returns
-    -------
-    dict
-        Molecule name -> path of the written file.
-
-    Raises
-    ------
-    ValueError
-        For an unknown molecule name (checked before any computation), an embedding failure, or non-finite
-        energies/forces.
-    """
+def generate_bundled(names=None,                  # MD17 molecule name(s); None: all eight (`MD17_SMILES`)
+                     out_dir="data/bundled",      # output folder (made if needed)
+                     n_frames: int = 1300,        # frames per molecule after equilibration
+                     seed: int = 0,               # seed of the rdkit embedding and the MD (velocities, Langevin noise)
+                     temperature_K: float = 500.0, timestep_fs: float = 0.5, friction_per_fs: float = 0.002,
+                     equilibration_steps: int = 4000, save_every: int = 40,   # the MD settings of `run_langevin_md`
+                     fmax: float = 0.05,          # force threshold (eV/A) of the GFN2-xTB pre-relaxation
+                     progress: bool = True,       # tqdm bars over molecules and MD steps
+                    ) -> dict:
+    """Write ``md17_<name>.npz`` files from GFN2-xTB Langevin MD; returns molecule name -> path. A ValueError for an
+    unknown molecule name (checked before any computation), an embedding failure or non-finite energies and forces."""
     from tqdm import tqdm
-
     names = list(MD17_SMILES) if names is None else [names] if isinstance(names, str) else list(names)
     smiles = {n: md17_smiles(n) for n in names}  # validates all names first
     out_dir = Path(out_dir)
@@ -246,38 +185,10 @@ def generate_bundled(
     for name in tqdm(names, desc="molecules", unit="mol", disable=not progress):
         t0 = time.perf_counter()
         atoms = relax(build_molecule(smiles[name], seed=seed), "gfn2", fmax=fmax, steps=1000)
-        md = run_langevin_md(
-            atoms, n_frames, temperature_K=temperature_K, timestep_fs=timestep_fs, friction_per_fs=friction_per_fs,
-            equilibration_steps=equilibration_steps, save_every=save_every, seed=seed, progress=progress,
-        )
-        prov = {
-            "dataset": "anids bundled MD17-format data (GFN2-xTB stand-in for MD17; not comparable to PBE+vdW-TS)",
-            "molecule": name, "smiles": smiles[name], "formula": atoms.get_chemical_formula(),
-            "n_atoms": len(atoms),
-            "method": "GFN2-xTB",
-            "calculator": "tblite.ase.TBLite(method='GFN2-xTB', verbosity=0)",
-            "code": versions("tblite", "rdkit", "numpy"),
-            "structure": {
-                "embedding": "rdkit Chem.AddHs + AllChem.EmbedMolecule(ETKDGv3, randomSeed=seed)",
-                "preoptimisation": "rdkit MMFF94 (AllChem.MMFFOptimizeMolecule)",
-                "relaxation": f"GFN2-xTB, ase.optimize.BFGS, fmax {fmax} eV/A",
-                "relax_steps": atoms.info["relax_steps"], "relax_converged": atoms.info["relax_converged"],
-            },
-            "md": {
-                "integrator": "ase.md.langevin.Langevin (fixcm=False) with ase.constraints.FixCom",
-                "temperature_K": md["temperature_K"], "timestep_fs": md["timestep_fs"],
-                "friction_per_fs": md["friction_per_fs"],
-                "initial_velocities": "Maxwell-Boltzmann (thermalize_momenta) + Stationary + ZeroRotation",
-                "equilibration_steps": md["equilibration_steps"], "save_every": md["save_every"],
-                "save_interval_fs": md["save_every"] * md["timestep_fs"], "n_frames": md["n_frames"],
-                "seed": md["seed"], "rng": "numpy.random.default_rng(seed)",
-            },
-            "sampled_temperature_K": {"mean": float(md["T"].mean()), "std": float(md["T"].std()),
-                                      "definition": "2 E_kin / ((3N - 3) k_B) at the stored frames"},
-            "wall_time_s": round(time.perf_counter() - t0, 1),
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
-            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        }
+        md = run_langevin_md(atoms, n_frames, temperature_K=temperature_K, timestep_fs=timestep_fs,
+                             friction_per_fs=friction_per_fs, equilibration_steps=equilibration_steps,
+                             save_every=save_every, seed=seed, progress=progress)
+        prov = _bundled_provenance(name, smiles[name], atoms, md, fmax, t0)
         path = write_md17_npz(out_dir / f"md17_{name}.npz", name, md["z"], md["R"], md["E"], md["F"], prov,
                               theory=f"GFN2-xTB (tblite {prov['code']['tblite']})")
         written[name] = path

@@ -88,85 +88,48 @@ def stress_3x3(stress, label=None) -> np.ndarray:
     return s
 
 # %% ../../nbs/data/02_structures.ipynb #e0531043
-def atoms_to_data(atoms: Atoms, energy=None, forces=None, stress=None, *, label: str | None = None) -> Data:
-    """Convert an `ase.Atoms` into a validated `torch_geometric.data.Data`.
-
-    Parameters
-    ----------
-    atoms : ase.Atoms
-        Positions in A. `atoms.cell` (A) and `atoms.pbc` are kept when any direction is periodic;
-        otherwise the cell is stored as zeros.
-    energy : float, optional
-        Total energy in eV. If None, `atoms.calc.results["energy"]` is used when present, otherwise the
-        structure has no `energy` field (positions-only data, e.g. for pre-training).
-    forces : array [N, 3], optional
-        Forces in eV/A; same fallback to the calculator results as `energy`.
-    stress : array (6,) Voigt (xx, yy, zz, yz, xz, xy) or (3, 3), optional
-        Stress in eV/A^3 in ASE's sign convention; same fallback. Stored as `float32 [1, 3, 3]`.
-    label : str, optional
-        Text used in error messages to say which structure failed (e.g. `"train.xyz, frame 3"`).
-
-    Returns
-    -------
-    Data with `z` (long [N]), `pos` (float32 [N, 3]), `cell` (float32 [1, 3, 3]), `pbc` (bool [1, 3])
-    and, when available, `energy` (float64 [1]), `forces` (float32 [N, 3]), `stress` (float32 [1, 3, 3]).
-
-    Raises
-    ------
-    ValueError
-        On an unknown element, non-finite values, wrong shapes or coincident atoms (< `MIN_DISTANCE`).
-    """
+def atoms_to_data(atoms: Atoms,           # positions (A); cell (A) and pbc kept when a direction is periodic, else a zero cell
+                  energy=None,            # total energy (eV); None: the calculator's result if any, else no `energy` field
+                  forces=None,            # [N, 3] forces (eV/A); the same fallback
+                  stress=None,            # (6,) Voigt (xx, yy, zz, yz, xz, xy) or (3, 3), eV/A^3, ASE's sign; the same fallback
+                  *, label: str | None = None,   # names the structure in errors, e.g. "train.xyz, frame 3"
+                 ) -> Data:
+    """An `ase.Atoms` as a validated `Data`: `z` (long [N]), `pos` (float32 [N, 3]), `cell` (float32 [1, 3, 3]), `pbc`
+    (bool [1, 3]) and, when given, `energy` (float64 [1]), `forces` (float32 [N, 3]), `stress` (float32 [1, 3, 3]).
+    A ValueError on an unknown element, non-finite values, wrong shapes or coincident atoms (< `MIN_DISTANCE`)."""
     z = np.asarray(atoms.numbers, dtype=np.int64)
     n = len(z)
-    if n == 0:
-        raise ValueError(f"structure{_where(label)} has no atoms")
+    if n == 0: raise ValueError(f"structure{_where(label)} has no atoms")
     _check_atomic_numbers(z, label)
     pos = np.asarray(atoms.positions, dtype=np.float64)
     bad = np.flatnonzero(~np.isfinite(pos).all(axis=1))
-    if bad.size:
-        raise ValueError(f"non-finite position{_where(label)} at atom {int(bad[0])}: {pos[bad[0]].tolist()}")
+    if bad.size: raise ValueError(f"non-finite position{_where(label)} at atom {int(bad[0])}: {pos[bad[0]].tolist()}")
     pbc = np.asarray(atoms.pbc, dtype=bool).reshape(3)
     cell = np.asarray(atoms.cell.array, dtype=np.float64) if pbc.any() else np.zeros((3, 3))
     if pbc.any():
-        if not np.isfinite(cell).all():
-            raise ValueError(f"non-finite cell{_where(label)}: {cell.tolist()}")
+        if not np.isfinite(cell).all(): raise ValueError(f"non-finite cell{_where(label)}: {cell.tolist()}")
         short = [k for k in range(3) if pbc[k] and np.linalg.norm(cell[k]) < 1e-8]
-        if short:
-            raise ValueError(f"periodic direction(s) {short}{_where(label)} have a zero-length cell vector")
-
+        if short: raise ValueError(f"periodic direction(s) {short}{_where(label)} have a zero-length cell vector")
     results = getattr(atoms.calc, "results", None) or {}
-    if energy is None:
-        energy = results.get("energy")
-    if forces is None:
-        forces = results.get("forces")
-    if stress is None:
-        stress = results.get("stress")
-
-    data = Data(
-        z=torch.from_numpy(z.copy()),
-        pos=torch.from_numpy(pos.astype(np.float32)),
-        cell=torch.from_numpy(cell.astype(np.float32)).reshape(1, 3, 3),
-        pbc=torch.from_numpy(pbc.copy()).reshape(1, 3),
-    )
+    energy = results.get("energy") if energy is None else energy
+    forces = results.get("forces") if forces is None else forces
+    stress = results.get("stress") if stress is None else stress
+    data = Data(z=torch.from_numpy(z.copy()), pos=torch.from_numpy(pos.astype(np.float32)),
+                cell=torch.from_numpy(cell.astype(np.float32)).reshape(1, 3, 3), pbc=torch.from_numpy(pbc.copy()).reshape(1, 3))
     if energy is not None:
         e = np.asarray(energy, dtype=np.float64)
-        if e.size != 1:
-            raise ValueError(f"energy{_where(label)} must be a single number, got shape {e.shape}")
-        if not np.isfinite(e).all():
-            raise ValueError(f"non-finite energy{_where(label)}: {float(e.reshape(-1)[0])}")
+        if e.size != 1: raise ValueError(f"energy{_where(label)} must be a single number, got shape {e.shape}")
+        if not np.isfinite(e).all(): raise ValueError(f"non-finite energy{_where(label)}: {float(e.reshape(-1)[0])}")
         data.energy = torch.from_numpy(e.reshape(1).copy())
     if forces is not None:
         f = np.asarray(forces, dtype=np.float64)
-        if f.shape != (n, 3):
-            raise ValueError(f"forces{_where(label)} have shape {f.shape}; expected ({n}, 3)")
+        if f.shape != (n, 3): raise ValueError(f"forces{_where(label)} have shape {f.shape}; expected ({n}, 3)")
         bad = np.flatnonzero(~np.isfinite(f).all(axis=1))
-        if bad.size:
-            raise ValueError(f"non-finite force{_where(label)} on atom {int(bad[0])}: {f[bad[0]].tolist()}")
+        if bad.size: raise ValueError(f"non-finite force{_where(label)} on atom {int(bad[0])}: {f[bad[0]].tolist()}")
         data.forces = torch.from_numpy(f.astype(np.float32))
     if stress is not None:
         s = stress_3x3(stress, label)
-        if not np.isfinite(s).all():
-            raise ValueError(f"non-finite stress{_where(label)}: {s.tolist()}")
+        if not np.isfinite(s).all(): raise ValueError(f"non-finite stress{_where(label)}: {s.tolist()}")
         data.stress = torch.from_numpy(s.astype(np.float32)).reshape(1, 3, 3)
     _check_no_coincident_atoms(z, pos, cell, pbc, label)
     return data

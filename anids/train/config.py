@@ -5,6 +5,7 @@
 from __future__ import annotations
 import inspect, warnings
 from dataclasses import dataclass, fields
+from fastcore.basics import patch
 from ..method.model import DenoisingConfig, FORCE_MODES
 from ..method.losses import LossWeights
 from ..method.noise import NOISE_METHODS
@@ -80,80 +81,89 @@ class TrainConfig(DenoisingConfig, LossWeights):
     progress: bool = True            # progress bars
     allow_unseen_elements: bool = False  # score val/test structures with elements no training structure has (a warning names them); default: an error
 
-    def __post_init__(self):
-        DenoisingConfig.__post_init__(self); LossWeights.__post_init__(self)
-        if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
-        if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
-        if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
-        if self.scale_statistic not in SCALE_STATISTICS:
-            raise ValueError(f"scale_statistic must be one of {SCALE_STATISTICS}, got {self.scale_statistic!r}")
-        if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
-            raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
-        if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
-        # lr 0 trains nothing while it looks like a run (its checkpoints, scores and model.pt are the initial weights)
-        if not self.lr > 0: raise ValueError(f"lr must be > 0 (the peak learning rate of AdamW), got {self.lr}")
-        if not 0 <= self.min_lr_ratio <= 1: raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
-        if not 0 <= self.ema_decay < 1: raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
-        at_least = dict(weight_decay=0, warmup_epochs=0, grad_clip=0, max_steps=0, threads=0, kl_warmup_threshold=0, neighbour_skin=0,
-                        size_buckets=1, loader_workers=0, eval_batch_size=1, check_val_every_n_epoch=1, num_nodes=1)
-        low = [f"{k} >= {v} (got {getattr(self, k)})" for k, v in at_least.items() if getattr(self, k) < v]
-        if self.devices < 1 and self.devices != -1: low.append(f"devices >= 1 or -1 for all (got {self.devices})")
-        if low: raise ValueError("need " + ", ".join(low))
-        if self.matmul_precision not in ("highest", "high", "medium"):
-            raise ValueError(f"matmul_precision must be 'highest', 'high' or 'medium', got {self.matmul_precision!r}")
-        if self.neighbour_lists not in ("stored", "streamed"):
-            raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
-        if self.neighbour_lists == "streamed" and not self.fast_step:
-            raise ValueError("neighbour_lists='streamed' is how fast_step keeps its lists: set fast_step=True (the eager step finds them at every step)")
-        if self.size_buckets > 1 and (self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"):
-            raise ValueError("size_buckets > 1 draws its own batches on one device: set devices=1 (or size_buckets=1 for DDP)")
-        # names are checked here, before a run folder is made or any data is read
-        if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
-        if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")
-        if self.force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {self.force_mode!r}")
-        if self.vector_norm_eps < 0: raise ValueError(f"vector_norm_eps must be >= 0 (0: the backbone's default), got {self.vector_norm_eps}")
-        if self.vector_norm_eps > 0 and "vector_norm_eps" not in inspect.signature(backbone_class(self.backbone)).parameters:
-            raise ValueError(f"backbone {self.backbone!r} takes no vector_norm_eps")
-        if self.fast_step:   # what FastStep cannot do, refused before any data is read
-            unsupported = [what for what, bad in (
-                ("one device (devices=1, num_nodes=1, strategy='auto')", self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"),
-                ("Algorithm 2's view (supervise_corrupted=True, denoise_copy=False)", self.denoise_copy or not self.supervise_corrupted)) if bad]
-            if unsupported: raise ValueError("fast_step needs " + "; ".join(unsupported))
+    def __post_init__(self): self.check()   # every setting, before a run folder is made or any data is read
 
-    def denoising(self) -> DenoisingConfig:
-        "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."
-        d = {f.name: getattr(self, f.name) for f in fields(DenoisingConfig)}
-        d["train_generator"] = bool(self.train_generator)
-        if self.scheme == "pretrain": d.update(p=1.0, r=1.0, force_encoding=False, train_generator=True,
-                                               supervise_corrupted=True, denoise_copy=False)
-        return DenoisingConfig(**d)
+# %% ../../nbs/train/01_config.ipynb #0b01542d
+@patch
+def check(self: TrainConfig) -> None:
+    "A ValueError naming each setting that is out of range, unknown or not possible with the others."
+    DenoisingConfig.__post_init__(self); LossWeights.__post_init__(self)
+    if self.scheme not in ("finetune", "pretrain"): raise ValueError(f"scheme must be 'finetune' or 'pretrain', got {self.scheme!r}")
+    if self.epochs < 1 or self.batch_size < 1: raise ValueError("epochs and batch_size must be >= 1")
+    if self.generator_lr < 0: raise ValueError("generator_lr must be >= 0")
+    if self.scale_statistic not in SCALE_STATISTICS:
+        raise ValueError(f"scale_statistic must be one of {SCALE_STATISTICS}, got {self.scale_statistic!r}")
+    if self.lr_schedule not in ("cosine", "linear"):   # the keys of LR_SCHEDULES
+        raise ValueError(f"lr_schedule must be 'cosine' or 'linear', got {self.lr_schedule!r}")
+    if self.checkpoint_every_n_steps < 0: raise ValueError("checkpoint_every_n_steps must be >= 0")
+    # lr 0 trains nothing while it looks like a run (its checkpoints, scores and model.pt are the initial weights)
+    if not self.lr > 0: raise ValueError(f"lr must be > 0 (the peak learning rate of AdamW), got {self.lr}")
+    if not 0 <= self.min_lr_ratio <= 1: raise ValueError(f"min_lr_ratio must lie in [0, 1], got {self.min_lr_ratio}")
+    if not 0 <= self.ema_decay < 1: raise ValueError(f"ema_decay must lie in [0, 1) (0: no EMA), got {self.ema_decay}")
+    at_least = dict(weight_decay=0, warmup_epochs=0, grad_clip=0, max_steps=0, threads=0, kl_warmup_threshold=0, neighbour_skin=0,
+                    size_buckets=1, loader_workers=0, eval_batch_size=1, check_val_every_n_epoch=1, num_nodes=1)
+    low = [f"{k} >= {v} (got {getattr(self, k)})" for k, v in at_least.items() if getattr(self, k) < v]
+    if self.devices < 1 and self.devices != -1: low.append(f"devices >= 1 or -1 for all (got {self.devices})")
+    if low: raise ValueError("need " + ", ".join(low))
+    if self.matmul_precision not in ("highest", "high", "medium"):
+        raise ValueError(f"matmul_precision must be 'highest', 'high' or 'medium', got {self.matmul_precision!r}")
+    if self.neighbour_lists not in ("stored", "streamed"):
+        raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
+    if self.neighbour_lists == "streamed" and not self.fast_step:
+        raise ValueError("neighbour_lists='streamed' is how fast_step keeps its lists: set fast_step=True (the eager step finds them at every step)")
+    if self.size_buckets > 1 and (self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"):
+        raise ValueError("size_buckets > 1 draws its own batches on one device: set devices=1 (or size_buckets=1 for DDP)")
+    # names are checked here, before a run folder is made or any data is read
+    if self.method not in NOISE_METHODS: raise ValueError(f"unknown noise method {self.method!r}; choose from {NOISE_METHODS}")
+    if self.backbone not in BACKBONES: raise ValueError(f"unknown backbone {self.backbone!r}; available: {sorted(BACKBONES)}")
+    if self.force_mode not in FORCE_MODES: raise ValueError(f"force_mode must be one of {FORCE_MODES}, got {self.force_mode!r}")
+    if self.vector_norm_eps < 0: raise ValueError(f"vector_norm_eps must be >= 0 (0: the backbone's default), got {self.vector_norm_eps}")
+    if self.vector_norm_eps > 0 and "vector_norm_eps" not in inspect.signature(backbone_class(self.backbone)).parameters:
+        raise ValueError(f"backbone {self.backbone!r} takes no vector_norm_eps")
+    if self.fast_step:   # what FastStep cannot do, refused before any data is read
+        unsupported = [what for what, bad in (
+            ("one device (devices=1, num_nodes=1, strategy='auto')", self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"),
+            ("Algorithm 2's view (supervise_corrupted=True, denoise_copy=False)", self.denoise_copy or not self.supervise_corrupted)) if bad]
+        if unsupported: raise ValueError("fast_step needs " + "; ".join(unsupported))
 
-    def weights(self) -> LossWeights:
-        "The loss weights of this run (Algorithm 1 has no energy, force or stress terms)."
-        w = {f.name: getattr(self, f.name) for f in fields(LossWeights)}
-        if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0, lambda_stress_iso=0.0,
-                                               lambda_stress_aniso=0.0)
-        return LossWeights(**w)
+# %% ../../nbs/train/01_config.ipynb #0fc4f801
+@patch
+def denoising(self: TrainConfig) -> DenoisingConfig:
+    "The corruption settings of this run (Algorithm 1 corrupts every atom, feeds no forces and trains psi)."
+    d = {f.name: getattr(self, f.name) for f in fields(DenoisingConfig)}
+    d["train_generator"] = bool(self.train_generator)
+    if self.scheme == "pretrain": d.update(p=1.0, r=1.0, force_encoding=False, train_generator=True,
+                                           supervise_corrupted=True, denoise_copy=False)
+    return DenoisingConfig(**d)
 
-    def model_spec(self, atomic_energies: dict, output_scale: float, force_encoding_scale: float,
-                   cutoff_envelope: bool) -> dict:
-        """The keywords of `build_model` for this run, given what its training set says (the per-element reference
-        energies, the loss unit `output_scale` for energies and forces, the unit of the encoded forces) and whether
-        psi's b_ij carry the cutoff envelope. Checkpoints record it as `model_spec`."""
-        spec = dict(backbone=self.backbone, preset=self.preset, method=self.method, generator_preset=self.generator_preset,
-                    sigma_p=self.sigma_p, force_mode=self.force_mode, atomic_energies=atomic_energies,
-                    energy_scale=output_scale, force_scale=output_scale, direct_stress=self.direct_stress,
-                    force_encoding_scale=force_encoding_scale, cutoff_envelope=bool(cutoff_envelope))
-        if self.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
-            spec.update(backbone_overrides={"vector_norm_eps": self.vector_norm_eps},
-                        generator_overrides={"vector_norm_eps": self.vector_norm_eps})
-        return spec
+@patch
+def weights(self: TrainConfig) -> LossWeights:
+    "The loss weights of this run (Algorithm 1 has no energy, force or stress terms)."
+    w = {f.name: getattr(self, f.name) for f in fields(LossWeights)}
+    if self.scheme == "pretrain": w.update(lambda_energy=0.0, lambda_force=0.0, lambda_stress=0.0, lambda_stress_iso=0.0,
+                                           lambda_stress_aniso=0.0)
+    return LossWeights(**w)
 
-    @property
-    def direct_stress(self) -> bool:
-        "A direct-force run with a stress weight: its denoiser gets a direct stress head (build_model's direct_stress)."
-        w = self.weights()
-        return self.force_mode == "direct" and max(w.lambda_stress, w.lambda_stress_iso, w.lambda_stress_aniso) > 0
+@patch
+def model_spec(self: TrainConfig, atomic_energies: dict, output_scale: float, force_encoding_scale: float,
+               cutoff_envelope: bool) -> dict:
+    """The keywords of `build_model` for this run, given what its training set says (the per-element reference
+    energies, the loss unit `output_scale` for energies and forces, the unit of the encoded forces) and whether
+    psi's b_ij carry the cutoff envelope. Checkpoints record it as `model_spec`."""
+    spec = dict(backbone=self.backbone, preset=self.preset, method=self.method, generator_preset=self.generator_preset,
+                sigma_p=self.sigma_p, force_mode=self.force_mode, atomic_energies=atomic_energies,
+                energy_scale=output_scale, force_scale=output_scale, direct_stress=self.direct_stress,
+                force_encoding_scale=force_encoding_scale, cutoff_envelope=bool(cutoff_envelope))
+    if self.vector_norm_eps > 0:   # both networks: the generator's encoder is the same backbone family
+        spec.update(backbone_overrides={"vector_norm_eps": self.vector_norm_eps},
+                    generator_overrides={"vector_norm_eps": self.vector_norm_eps})
+    return spec
+
+@patch(as_prop=True)
+def direct_stress(self: TrainConfig) -> bool:
+    "A direct-force run with a stress weight: its denoiser gets a direct stress head (build_model's direct_stress)."
+    w = self.weights()
+    return self.force_mode == "direct" and max(w.lambda_stress, w.lambda_stress_iso, w.lambda_stress_aniso) > 0
 
 # %% ../../nbs/train/01_config.ipynb #858a3ffb
 def _recipes() -> tuple[dict, dict]:

@@ -42,7 +42,7 @@ from anids.data import datasets as D   # noqa: E402
 from anids.train import make_config, prepare_training   # noqa: E402
 from anids.train.module import LR_SCHEDULES, _TrainableAveragedModel   # noqa: E402
 from anids.train.fast import FastStep   # noqa: E402
-from anids.train.loop import training_indices   # noqa: E402
+from anids.train.fast import training_indices, size_buckets   # noqa: E402
 from anids.method.model import DenoisingConfig   # noqa: E402
 from anids.method.losses import LossWeights   # noqa: E402
 from anids.nn.fixed_shapes import sync_free   # noqa: E402
@@ -94,7 +94,7 @@ class Groups:
         self.frames, self.B, self.device = train, cfg.batch_size, device
         # as fit draws them; streamed neighbour lists: each batch's built on the host in the loop (a loader without workers)
         run = replace(cfg, fast_step=True, size_buckets=buckets, neighbour_lists="streamed" if streamed else "stored")
-        self.indices = training_indices(train, run, module.model)
+        self.indices = training_indices(train, run, module.model, size_buckets(train, run))
         self.buckets = self.indices.buckets
         self.sets = self.indices.fixed_shape_sets(module.model, device, next(module.model.parameters()).dtype, cfg.neighbour_skin)
         self.steps_per_epoch = len(self.buckets) if self.buckets else len(train) // cfg.batch_size

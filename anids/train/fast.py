@@ -14,7 +14,7 @@ from ..method.losses import LossWeights
 
 # %% auto #0
 __all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'lists_cutoff', 'list_builder', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices',
-           'check_lists', 'check_fixed_graph', 'FastStep']
+           'size_buckets', 'training_indices', 'check_lists', 'check_fixed_graph', 'FastStep', 'FixedShapeSteps']
 
 # %% ../../nbs/train/07_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -226,6 +226,19 @@ class StructureIndices(torch.utils.data.Dataset):
         if self.builders is None: return group, local
         return group, local, self.builders[group].build(local.tolist())
 
+# %% ../../nbs/train/07_fast.ipynb #5348c306
+def size_buckets(train_set, config) -> SizeBuckets|None:
+    "The sampler of batches of similar size of a run (`TrainConfig.size_buckets` > 1), or None: batches drawn from all structures."
+    if config.size_buckets == 1: return None
+    return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets)
+
+def training_indices(train_set, config, model: AniDSModel, buckets: SizeBuckets|None = None) -> StructureIndices:
+    """What a fast_step run's loader draws: structure indices in their size groups and, with streamed neighbour lists,
+    the host side of each group's lists (`ListBuilder`), which builds every batch's in the loader."""
+    if config.neighbour_lists != "streamed": return StructureIndices(train_set, buckets)
+    groups = StructureIndices(train_set, buckets).groups()
+    return StructureIndices(train_set, buckets, [list_builder(g, model, config.neighbour_skin) for g in groups])
+
 # %% ../../nbs/train/07_fast.ipynb #5e81db0a
 def check_lists(model: AniDSModel, cutoff: float) -> None:
     "ValueError unless neighbour lists at `cutoff` (plus a skin) give `model` its radius graphs' result (see `check_fixed_graph`)."
@@ -371,3 +384,74 @@ def record(self: FastStep, warmup: int = 3) -> None:
     with torch.cuda.graph(self._cuda_graph):
         self._out = self._body()
     self._grads = [p.grad for p in self.params]
+
+# %% ../../nbs/train/07_fast.ipynb #6dcba5fb
+class FixedShapeSteps:
+    "The steps of a `fast_step` run (TrainConfig.fast_step): the calls of `anids.train.module.EagerSteps`, on fixed shapes."
+    def __init__(self):
+        self.fast = None          # a FastStep per size group, made at the first training step
+        self.fast_warmup = None   # ... and per group one of the KL-only warm-up, while it lasts
+        self.last = None          # ... and the one that ran the last pass (its gradients go to the optimiser)
+
+    @staticmethod
+    def steps_per_epoch(train_set, config, buckets: SizeBuckets|None) -> int:
+        "Whole batches only (fixed shapes): the structures left over at the end of an epoch wait for the next."
+        if len(train_set) < config.batch_size:
+            raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
+        return len(buckets) if buckets is not None else len(train_set) // config.batch_size
+
+    def prepare(self, model: AniDSModel, train_set, config, buckets: SizeBuckets|None) -> None:
+        "ValueError unless each size group's fixed graphs give `model` its radius graphs' result (before any step)."
+        for group in StructureIndices(train_set, buckets).groups():
+            cutoff = lists_cutoff(group, model)
+            if config.neighbour_lists == "streamed":   # the lists are built later, in the loader: only the model's side here
+                if cutoff is None: raise ValueError("neighbour_lists='streamed' is for periodic structures; these are molecules "
+                                                    "(complete graphs): use neighbour_lists='stored'")
+                check_lists(model, cutoff)
+            else: check_fixed_graph(model, FixedShapeSet.for_model(group, model, skin=config.neighbour_skin))
+
+    def train_loader(self, train_set, config, model: AniDSModel, buckets: SizeBuckets|None, **workers):
+        """Whole batches of structure indices (the structures stay on the device, in the FastSteps); no pinned memory: a
+        few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording."""
+        indices = training_indices(train_set, config, model, buckets)
+        batches = (dict(batch_sampler=indices.buckets) if indices.buckets is not None
+                   else dict(batch_size=config.batch_size, shuffle=True, drop_last=True))
+        return torch.utils.data.DataLoader(indices, collate_fn=indices.collate, **batches, **workers)
+
+# %% ../../nbs/train/07_fast.ipynb #a4327fc4
+@patch
+def training_step(self: FixedShapeSteps, module, batch, batch_idx: int = 0):
+    """`FastStep`'s forward and backward pass on the structures `index` of size group `group` (the loader yields
+    `(group, index)` from `StructureIndices.collate`), for `module` (an `AniDSModule`)."""
+    group, index, *lists = batch   # (group, index) or, with streamed neighbour lists, (group, index, lists)
+    lists = lists[0] if lists else None
+    if self.fast is None:
+        dataset = getattr(module.trainer.train_dataloader, "dataset", None)
+        if not isinstance(dataset, StructureIndices):
+            raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
+                             f"{type(dataset).__name__}")
+        dtype = next(module.model.parameters()).dtype
+        sets = dataset.fixed_shape_sets(module.model, module.device, dtype, module.cfg.neighbour_skin)
+        make = lambda data, objective: FastStep(module.model, data, module.cfg.batch_size, module.noise_cfg,
+                                                module.base_weights, module.trained_parameters, objective=objective)
+        self.fast = [make(data, "losses") for data in sets]
+        if module.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
+    if module.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
+        self.last = step = self.fast_warmup[group]
+        kl, _ = step(index, lists)
+        module.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
+        if float(kl) < module.cfg.kl_warmup_threshold:
+            module.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
+            module.print(f"KL warm-up done at step {module.global_step}: KL = {float(kl):.3f}")
+        return kl
+    w = module.current_weights()
+    self.last = step = self.fast[group]
+    step.set_lambda_denoise(w.lambda_denoise)
+    total, terms = step(index, lists)
+    module._log_step(total, terms, w, int(index.shape[0]))
+    return total
+
+@patch
+def backward(self: FixedShapeSteps, module, loss, *args, **kwargs) -> None:
+    "The pass has run in `training_step`: put back the gradients that Lightning's zero_grad has just cleared."
+    self.last.put_gradients()

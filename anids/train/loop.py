@@ -12,23 +12,21 @@ import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger
 from torch_geometric.loader import DataLoader
-from torch.utils.data import DataLoader as TorchDataLoader
 from ..method.model import AniDSModel, build_model, cache_covariances, cached_covariance, covariance_stats
 from ..method.checkpoints import save_model, load_model, SAFE_CHECKPOINT_GLOBALS, WriteError
 from ..data.statistics import atomic_reference_energies
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
-from .module import AniDSModule, TrainableEMA, evaluate, in_units
-from .fast import (FixedShapeSet, StructureIndices, SizeBuckets, check_fixed_graph, check_lists, lists_cutoff,
-                              list_builder)
+from .module import AniDSModule, TrainableEMA, evaluate, in_units, training_steps
+from .fast import size_buckets
 from .checkpoints import resolve_pretrained, has_trained_generator, generator_scheme, unseen_elements
 from .run_folders import DIVERGED_FILE, RunInterrupted, _write_json, claim_out_dir
 from .callbacks import (TrainingClock, RunProgress, RandomStreams, AtomicCheckpointIO, loss_spikes,
                                    _read_lightning_checkpoint, _log_version, _keep_log_before_resume, _merge_resumed_log)
 
 # %% auto #0
-__all__ = ['RESUME_SETTINGS', 'force_rms', 'output_scale', 'elements_missing_from_training', 'size_buckets', 'training_indices',
-           'prepare_training', 'run_callbacks', 'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
+__all__ = ['RESUME_SETTINGS', 'force_rms', 'output_scale', 'elements_missing_from_training', 'prepare_training', 'run_callbacks',
+           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
 
 # %% ../../nbs/train/05_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -101,19 +99,6 @@ def _set_names(extra: dict|None) -> tuple[str, str]:
     return (f"validation set ({val})" if val else "validation set", f"test set ({e['test_file']})" if e.get("test_file") else "test set")
 
 # %% ../../nbs/train/05_fit.ipynb #a4598d98
-def size_buckets(train_set, config: TrainConfig) -> SizeBuckets|None:
-    "The sampler of batches of similar size of a run (`TrainConfig.size_buckets` > 1), or None: batches drawn from all structures."
-    if config.size_buckets == 1: return None
-    return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets)
-
-def training_indices(train_set, config: TrainConfig, model: AniDSModel) -> StructureIndices:
-    """What a fast_step run's loader draws: structure indices in their size groups and, with streamed neighbour lists,
-    the host side of each group's lists (`ListBuilder`), which builds every batch's in the loader."""
-    buckets = size_buckets(train_set, config)
-    if config.neighbour_lists != "streamed": return StructureIndices(train_set, buckets)
-    groups = StructureIndices(train_set, buckets).groups()
-    return StructureIndices(train_set, buckets, [list_builder(g, model, config.neighbour_skin) for g in groups])
-
 def _force_encoding_scale(train_set, pre: bool) -> float|None:
     """The unit of the forces fed to the denoiser (App. B.1): the training force RMS, whatever sets the loss unit
     (`scale_statistic`), so that the denoiser sees the same encoded forces under either. None where no forces are
@@ -147,13 +132,8 @@ def prepare_training(train_set, config: TrainConfig,
     refs = {} if pre else atomic_reference_energies(train_set)
     scale = 1.0 if pre else output_scale(train_set, refs, config.scale_statistic)
     encoding_scale = _force_encoding_scale(train_set, pre)
-    steps_per_epoch = math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
-    if config.fast_step:   # whole batches only (fixed shapes) of molecules, and a graph that does not change the result
-        if len(train_set) < config.batch_size:
-            raise ValueError(f"fast_step trains whole batches: {len(train_set)} structures are fewer than batch_size {config.batch_size}")
-        steps_per_epoch = len(train_set) // config.batch_size
     buckets = size_buckets(train_set, config)
-    if buckets is not None: steps_per_epoch = len(buckets)
+    steps_per_epoch = training_steps(config).steps_per_epoch(train_set, config, buckets)
     src, info = None, {}
     if pretrained is not None:
         pretrained = resolve_pretrained(pretrained, config)
@@ -163,14 +143,7 @@ def prepare_training(train_set, config: TrainConfig,
     keep_gen = src is not None and has_trained_generator(src, config)
     spec = config.model_spec(refs, scale, encoding_scale, _generator_envelope(config, src, keep_gen))
     module = AniDSModule(spec, asdict(config), steps_per_epoch)
-    if config.fast_step:
-        for group in StructureIndices(train_set, buckets).groups():
-            cutoff = lists_cutoff(group, module.model)
-            if config.neighbour_lists == "streamed":   # the lists are built later, in the loader: only the model's side here
-                if cutoff is None: raise ValueError("neighbour_lists='streamed' is for periodic structures; these are molecules "
-                                                    "(complete graphs): use neighbour_lists='stored'")
-                check_lists(module.model, cutoff)
-            else: check_fixed_graph(module.model, FixedShapeSet.for_model(group, module.model, skin=config.neighbour_skin))
+    module.steps.prepare(module.model, train_set, config, buckets)   # fast_step: its fixed graphs give the radius graphs' result
     if src is not None:
         state = {k: v for k, v in src.state_dict().items() if keep_gen or not k.startswith("generator.")}
         missing, _ = module.model.load_state_dict(state, strict=False)
@@ -249,16 +222,7 @@ def train_loop(trainer: L.Trainer, module: AniDSModule, train_set, val_set, conf
     Ctrl-C is a `RunInterrupted` saying where the last checkpoint is (Lightning would exit with status 1 and leave
     Ctrl-C ignored); a checkpoint that cannot be written, a `WriteError` saying how to go on."""
     workers = dict(num_workers=config.loader_workers, persistent_workers=config.loader_workers > 0)
-    if config.fast_step:   # the structures stay on the device (FastStep); the loader draws whole batches of their indices
-        # (no pinned memory: a few integers per step, and a pinning thread's CUDA calls would disturb a graph's recording)
-        indices = training_indices(train_set, config, module.model)
-        batches = (dict(batch_sampler=indices.buckets) if indices.buckets is not None
-                   else dict(batch_size=config.batch_size, shuffle=True, drop_last=True))
-        train = TorchDataLoader(indices, collate_fn=indices.collate, **batches, **workers)
-    else:
-        buckets = size_buckets(train_set, config)
-        batches = dict(batch_sampler=buckets) if buckets is not None else dict(batch_size=config.batch_size, shuffle=True)
-        train = DataLoader(list(train_set), **batches, **workers)
+    train = module.steps.train_loader(train_set, config, module.model, size_buckets(train_set, config), **workers)
     loaders = dict(train_dataloaders=train, val_dataloaders=DataLoader(list(val_set), batch_size=config.eval_batch_size))
     log = out_dir / "logs" / f"version_{log_version}" / "metrics.csv" if log_version is not None else None
     backup = _keep_log_before_resume(log) if log is not None and trainer.is_global_zero else None

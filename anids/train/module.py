@@ -16,11 +16,11 @@ from ..method.model import AniDSModel, build_model
 from ..method.losses import LossWeights
 from ..data.units import energy_factor
 from .config import TrainConfig
-from .fast import FastStep, StructureIndices
+from .fast import FixedShapeSteps
 
 # %% auto #0
-__all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'TrainableEMA',
-           'evaluate', 'force_mae_key', 'in_units']
+__all__ = ['LR_SCHEDULES', 'NOISE_STATS_EVERY', 'cosine_with_warmup', 'linear_with_warmup', 'AniDSModule', 'EagerSteps',
+           'training_steps', 'TrainableEMA', 'evaluate', 'force_mae_key', 'in_units']
 
 # %% ../../nbs/train/02_module.ipynb #72dec814
 def cosine_with_warmup(step: int, total: int, warmup: int, min_ratio: float) -> float:
@@ -53,9 +53,7 @@ class AniDSModule(L.LightningModule):
         self.in_kl_warmup = (self.cfg.kl_warmup_threshold > 0 and self.model.generator.learned
                              and bool(self.noise_cfg.train_generator))
         self._loss_max = None   # the largest training loss since the last logged step (train/loss_max)
-        self.fast = None        # TrainConfig.fast_step: a FastStep per size group, made at the first training step
-        self.fast_warmup = None # ... and per group one of the KL-only warm-up, while it lasts
-        self._fast_last = None  # ... and the one that ran the last pass
+        self.steps = training_steps(self.cfg)   # how this run steps, chosen once: EagerSteps or FixedShapeSteps
 
 # %% ../../nbs/train/02_module.ipynb #6c5c489a
 @patch(as_prop=True)
@@ -70,29 +68,58 @@ def current_weights(self: AniDSModule) -> LossWeights:
         w.lambda_denoise = self.base_weights.lambda_denoise * max(0.0, 1.0 - self.global_step / self.total_steps)
     return w
 
-# %% ../../nbs/train/02_module.ipynb #06c84c76
-@patch
-def training_step(self: AniDSModule, batch, batch_idx):
-    if self.cfg.fast_step: return self._fast_training_step(batch)
-    B = int(batch.num_graphs)
-    if self.in_kl_warmup:
-        kl = self.model.kl_warmup_loss(batch, self.noise_cfg)
-        self.log("train/kl_warmup", kl, batch_size=B, prog_bar=True, sync_dist=True)
-        if float(kl.detach()) < self.cfg.kl_warmup_threshold:
-            self.in_kl_warmup = False
-            self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl.detach()):.3f}")
-        return kl
-    w = self.current_weights()
-    # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
-    # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
-    # a frozen psi does the same every epoch: its statistics are measured once, over the cached training set
-    measure = self.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
-    stats = {} if measure else None
-    total, terms = self.model.losses(batch, self.noise_cfg, w, stats=stats)
-    self._log_step(total, terms, w, B)
-    if stats: self.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
-    return total
+# %% ../../nbs/train/02_module.ipynb #7dbfba99
+class EagerSteps:
+    """How a run steps by default, the reference every other kind is tested against: batches of `Data` from a
+    torch_geometric loader, `AniDSModel.losses` and autograd's backward pass. `training_steps` picks the kind once;
+    `anids.train.fast.FixedShapeSteps` answers the same calls on fixed shapes."""
+    @staticmethod
+    def steps_per_epoch(train_set, config: TrainConfig, buckets) -> int:
+        "Batches per epoch and device: the last one of an epoch may be short."
+        if buckets is not None: return len(buckets)
+        return math.ceil(len(train_set) / (config.batch_size * config.devices * config.num_nodes))
 
+    def prepare(self, model: AniDSModel, train_set, config: TrainConfig, buckets) -> None:
+        "Nothing to check before training: radius graphs are found at every step."
+
+    def train_loader(self, train_set, config: TrainConfig, model: AniDSModel, buckets, **workers) -> DataLoader:
+        "Shuffled batches of the training structures (of similar size with `buckets`, `TrainConfig.size_buckets`)."
+        batches = dict(batch_sampler=buckets) if buckets is not None else dict(batch_size=config.batch_size, shuffle=True)
+        return DataLoader(list(train_set), **batches, **workers)
+
+    def training_step(self, module, batch, batch_idx: int):
+        "Algorithm 2 (1) on `batch` for `module` (an `AniDSModule`), or the KL-only warm-up while it lasts."
+        B = int(batch.num_graphs)
+        if module.in_kl_warmup:
+            kl = module.model.kl_warmup_loss(batch, module.noise_cfg)
+            module.log("train/kl_warmup", kl, batch_size=B, prog_bar=True, sync_dist=True)
+            if float(kl.detach()) < module.cfg.kl_warmup_threshold:
+                module.in_kl_warmup = False
+                module.print(f"KL warm-up done at step {module.global_step}: KL = {float(kl.detach()):.3f}")
+            return kl
+        w = module.current_weights()
+        # what psi does (KL, mean Gamma_i, mean and spread of a_i, lambda_max / lambda_min), averaged over the epoch;
+        # measured on every NOISE_STATS_EVERY-th step: an eigen-decomposition per step would cost a few % of a step
+        # a frozen psi does the same every epoch: its statistics are measured once, over the cached training set
+        measure = module.noise_cfg.train_generator and batch_idx % NOISE_STATS_EVERY == 0  # each epoch's first batch too
+        stats = {} if measure else None
+        total, terms = module.model.losses(batch, module.noise_cfg, w, stats=stats)
+        module._log_step(total, terms, w, B)
+        if stats: module.log_dict({f"noise/{k}": v for k, v in stats.items()}, batch_size=B, on_step=False, on_epoch=True)
+        return total
+
+    def backward(self, module, loss, *args, **kwargs) -> None:
+        # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
+        # d(loss)/d(positions) into the positions that the conservative forces are differentiated by (a leaf nobody
+        # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
+        # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
+        loss.backward(*args, inputs=module.trained_parameters, **kwargs)
+
+def training_steps(config: TrainConfig) -> EagerSteps|FixedShapeSteps:
+    "How a run with `config` steps, chosen once: `FixedShapeSteps` with `fast_step` (experimental), else `EagerSteps`."
+    return FixedShapeSteps() if config.fast_step else EagerSteps()
+
+# %% ../../nbs/train/02_module.ipynb #06c84c76
 @patch
 def _log_step(self: AniDSModule, total, terms, w, B):
     # one rare noise draw that pushes two atoms onto each other gives a loss orders of magnitude above the others and,
@@ -108,39 +135,12 @@ def _log_step(self: AniDSModule, total, terms, w, B):
         self.log_dict(logged, batch_size=B)
         self._loss_max = None
 
-# %% ../../nbs/train/02_module.ipynb #e62348ed
 @patch
-def _fast_training_step(self: AniDSModule, batch):
-    """TrainConfig.fast_step: the forward and backward pass of `FastStep` on the structures `index` of size group
-    `group` (the loader yields `(group, index)` from `StructureIndices.collate`); Lightning clips and steps the
-    optimiser as for the eager step (`backward` hands it the gradients)."""
-    group, index, *lists = batch   # (group, index) or, with streamed neighbour lists, (group, index, lists)
-    lists = lists[0] if lists else None
-    if self.fast is None:
-        dataset = getattr(self.trainer.train_dataloader, "dataset", None)
-        if not isinstance(dataset, StructureIndices):
-            raise ValueError("fast_step trains from a loader of anids.train.fast.StructureIndices (fit makes it), got "
-                             f"{type(dataset).__name__}")
-        dtype = next(self.model.parameters()).dtype
-        sets = dataset.fixed_shape_sets(self.model, self.device, dtype, self.cfg.neighbour_skin)
-        make = lambda data, objective: FastStep(self.model, data, self.cfg.batch_size, self.noise_cfg, self.base_weights,
-                                                self.trained_parameters, objective=objective)
-        self.fast = [make(data, "losses") for data in sets]
-        if self.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
-    if self.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold
-        self._fast_last = step = self.fast_warmup[group]
-        kl, _ = step(index, lists)
-        self.log("train/kl_warmup", kl, batch_size=int(index.shape[0]), prog_bar=True)
-        if float(kl) < self.cfg.kl_warmup_threshold:
-            self.in_kl_warmup, self.fast_warmup = False, None   # (its CUDA graphs and their memory go)
-            self.print(f"KL warm-up done at step {self.global_step}: KL = {float(kl):.3f}")
-        return kl
-    w = self.current_weights()
-    self._fast_last = step = self.fast[group]
-    step.set_lambda_denoise(w.lambda_denoise)
-    total, terms = step(index, lists)
-    self._log_step(total, terms, w, int(index.shape[0]))
-    return total
+def training_step(self: AniDSModule, batch, batch_idx):
+    return self.steps.training_step(self, batch, batch_idx)
+
+@patch
+def backward(self: AniDSModule, loss, *args, **kwargs): self.steps.backward(self, loss, *args, **kwargs)
 
 # %% ../../nbs/train/02_module.ipynb #77539673
 # where the KL-only warm-up stands is training state: a resumed run goes on from there instead of starting it again
@@ -150,17 +150,6 @@ def on_save_checkpoint(self: AniDSModule, checkpoint): checkpoint["anids_in_kl_w
 @patch
 def on_load_checkpoint(self: AniDSModule, checkpoint):
     if "anids_in_kl_warmup" in checkpoint: self.in_kl_warmup = bool(checkpoint["anids_in_kl_warmup"])
-
-@patch
-def backward(self: AniDSModule, loss, *args, **kwargs):
-    # gradients of the trained weights only (the optimiser's). Without `inputs`, autograd also accumulates
-    # d(loss)/d(positions) into the positions that the conservative forces are differentiated by (a leaf nobody
-    # reads): about 15 % of the operators of a backward pass without noise or with psi frozen. When psi trains,
-    # the gradient still reaches it through the noisy positions X + L eps, which are not a leaf.
-    if self.fast is not None:   # fast_step: the pass has run; put back the gradients zero_grad has just cleared
-        self._fast_last.put_gradients()
-        return
-    loss.backward(*args, inputs=self.trained_parameters, **kwargs)
 
 # %% ../../nbs/train/02_module.ipynb #6da37675
 @patch

@@ -121,6 +121,7 @@ def main(argv=None) -> int:
         rows[key] = {"label": label, "method": method, "seeds": seeds,
                      **(noise_of(source, structures) if source is not None else {"noise_variance_A2": 0.0, "anisotropy_mean": None})}
     budget = "cpu-30min (PaiNN demo, 600 epochs, one thread), losses in units of the training force RMS"
+    if not rows: raise SystemExit("no row has finished every seed: " + "; ".join(missing.values()))
     if a.all_from_runs:   # the settings the runs themselves recorded, which must agree
         settings = {k: {json.dumps(r["seeds"][s]["settings"][k]) for r in rows.values() for s in SEEDS} for k in ("epochs", "scale_statistic")}
         if any(len(v) != 1 for v in settings.values()):

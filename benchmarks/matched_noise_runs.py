@@ -8,7 +8,7 @@ taken up again by running the same command. Seeds go in the outer loop, so a swe
     python benchmarks/matched_noise_runs.py --rows dens_0.1 dens_0.14 denoisevae anids --epochs 150 \\
         --scale-statistic energy_std --runs runs/matched_energy_std --train train.xyz --test test_MD.xyz
     python benchmarks/matched_noise.py --train train.xyz --runs runs/matched_energy_std --all-from-runs \\
-        --scale-statistic energy_std --epochs 150 --out results/matched_noise_ethanol_energy_std.json
+        --rows dens_0.1 dens_0.14 denoisevae anids --out results/matched_noise_ethanol_energy_std.json
 """
 from __future__ import annotations
 import argparse, subprocess, sys

@@ -80,11 +80,13 @@ def runs_of(key, ablation: dict|None, runs_dir: Path, previous: dict|None = None
                 m = json.loads(f.read_text())
                 out[s] = m["test"] | {"source": str(f), "train_time_s": m.get("train_time_s"),
                                       "git_revision": m.get("versions", {}).get("git_revision"),
+                                      # windows with a loss 100x the typical one (a bad noise draw; anids.train.callbacks.loss_spikes)
+                                      "loss_spikes": (m.get("loss_spikes") or {}).get("count"),
                                       "settings": {k: m.get("config", {}).get(k) for k in SETTINGS}}
             elif previous is not None:
                 old = [r for r in previous.get("runs", []) if r["model"] == ROWS[key][0] and r["seed"] == s]
                 if old: out[s] = {m: old[0][m] for m in METRICS} | {"source": old[0]["source"],
-                                  **{k: old[0][k] for k in ("train_time_s", "git_revision") if k in old[0]}}
+                                  **{k: old[0][k] for k in ("train_time_s", "git_revision", "loss_spikes") if k in old[0]}}
     return out
 
 
@@ -138,26 +140,36 @@ def main(argv=None) -> int:
             t = r["seeds"][s]
             rec = {"model": r["label"], "method": r["method"], "seed": s, **{m: t[m] for m in METRICS},
                    "noise_variance_A2": r["noise_variance_A2"], "source": t["source"],
-                   **{k: t[k] for k in ("train_time_s", "git_revision") if t.get(k) is not None}}
+                   **{k: t[k] for k in ("train_time_s", "git_revision", "loss_spikes") if t.get(k) is not None}}
             if r["anisotropy_mean"] is not None: rec["anisotropy_mean"] = r["anisotropy_mean"]
             for ref, tag in ((MATCHED, "minus_dens_0.1"), (best_iso, "minus_best_isotropic")):
                 if ref in rows and ref != key:
                     for m in ("force_mae_meV_A", "force_rmse_meV_A"):
                         rec[f"{m}_{tag}"] = t[m] - rows[ref]["seeds"][s][m]
             runs.append(rec)
+    spiked = lambda r: [s for s in SEEDS if (r["seeds"][s].get("loss_spikes") or 0) > 0]
+    known = lambda r: all(r["seeds"][s].get("loss_spikes") is not None for s in SEEDS)
     table = {r["label"]: {"noise_variance_A2": r["noise_variance_A2"], "anisotropy_mean": r["anisotropy_mean"],
-                          **{m: stat([r["seeds"][s][m] for s in SEEDS]) for m in METRICS}} for r in rows.values()}
+                          **{m: stat([r["seeds"][s][m] for s in SEEDS]) for m in METRICS},
+                          **({"seeds_with_loss_spikes": len(spiked(r))} if known(r) else {})} for r in rows.values()}
     paired = {}
     for key in ("anids", "anids_kl0.1", "anids-add"):
         if key in rows:
             for ref in dict.fromkeys((MATCHED, best_iso)):
                 d = {m: stat([rows[key]["seeds"][s][m] - rows[ref]["seeds"][s][m] for s in SEEDS])
                      for m in ("force_mae_meV_A", "force_rmse_meV_A")}
+                calm = [s for s in SEEDS if s not in spiked(rows[key]) + spiked(rows[ref])]
+                if known(rows[key]) and known(rows[ref]) and len(calm) < len(SEEDS):   # a spiked run is a failure of its row
+                    d["seeds_without_loss_spikes"] = calm
+                    d.update({f"{m}_without_loss_spikes": stat([rows[key]["seeds"][s][m] - rows[ref]["seeds"][s][m] for s in calm])
+                              for m in ("force_mae_meV_A", "force_rmse_meV_A")})
                 paired[f"{rows[key]['label']} minus {rows[ref]['label']}"] = d
     out = {"description": ("Does learned anisotropic noise beat isotropic noise of the same size? Ethanol (rMD17 geometries, "
                            "PBE/def2-SVP labels; 950 train / 50 val split by the seed; test_MD.xyz, 1000 frames, no noise), "
                            f"{budget}, seeds 0-2 paired. noise_variance_A2: mean "
-                           "tr(Sigma_i)/3 on the training structures; *_minus_*: this seed minus the reference row's seed."),
+                           "tr(Sigma_i)/3 on the training structures; *_minus_*: this seed minus the reference row's seed; "
+                           "seeds_with_loss_spikes: runs whose training loss had a window 100 times its typical value "
+                           "(a bad noise draw), where the run recorded it."),
            "recipe": "cpu-30min", "dataset": "ethanol_rmd17_pbe",
            "best_isotropic": rows[best_iso]["label"], "matched_isotropic": rows[MATCHED]["label"] if MATCHED in rows else None,
            "table": table, "paired": paired, "missing": missing, "runs": runs,
@@ -166,10 +178,13 @@ def main(argv=None) -> int:
     Path(a.out).write_text(json.dumps(out, indent=1, default=str) + "\n")
     for label, t in table.items():
         print(f"{label:38s} var {t['noise_variance_A2']:.4f}  F MAE {t['force_mae_meV_A']['mean']:.3f} ± "
-              f"{t['force_mae_meV_A']['std']:.3f}  RMSE {t['force_rmse_meV_A']['mean']:.2f} ± {t['force_rmse_meV_A']['std']:.2f}")
+              f"{t['force_mae_meV_A']['std']:.3f}  RMSE {t['force_rmse_meV_A']['mean']:.2f} ± {t['force_rmse_meV_A']['std']:.2f}"
+              + (f"  loss spikes in {t['seeds_with_loss_spikes']} of 3 runs" if "seeds_with_loss_spikes" in t else ""))
     for k, d in paired.items():
         print(f"{k}: MAE {d['force_mae_meV_A']['mean']:+.3f} ± {d['force_mae_meV_A']['std']:.3f}, "
-              f"RMSE {d['force_rmse_meV_A']['mean']:+.3f} ± {d['force_rmse_meV_A']['std']:.3f}")
+              f"RMSE {d['force_rmse_meV_A']['mean']:+.3f} ± {d['force_rmse_meV_A']['std']:.3f}" + (
+              f"; seeds {d['seeds_without_loss_spikes']} without loss spikes: MAE {d['force_mae_meV_A_without_loss_spikes']['mean']:+.3f} "
+              f"± {d['force_mae_meV_A_without_loss_spikes']['std']:.3f}" if "seeds_without_loss_spikes" in d else ""))
     for v in missing.values(): print("missing:", v)
     figure(rows, a.figure or f"figures/{Path(a.out).stem}.png", budget)
     return 0
@@ -181,15 +196,22 @@ def figure(rows, path, budget):
     import matplotlib.pyplot as plt
     fig, ax = plt.subplots(figsize=(6, 3.4))
     style = {"dens": "o", "denoisevae": "s", "anids-add": "^", "anids": "D"}
+    values = []
     for i, (key, r) in enumerate(rows.items()):
         if r["method"] == "none": continue
         v = [r["seeds"][s]["force_mae_meV_A"] for s in SEEDS]
+        spiked = [(r["seeds"][s].get("loss_spikes") or 0) > 0 for s in SEEDS]
+        values += v
         ani = f" (λmax/λmin {r['anisotropy_mean']:.2f})" if r["method"] in ("anids", "anids-add") else ""
+        note = f", loss spikes in {sum(spiked)} run(s) (×)" if any(spiked) else ""
         ax.errorbar(r["noise_variance_A2"], np.mean(v), yerr=np.std(v, ddof=1), fmt=style[r["method"]], color=f"C{i}",
-                    capsize=2, ms=5, label=f"{r['label']}{ani}: {np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}")
+                    capsize=2, ms=5, label=f"{r['label']}{ani}: {np.mean(v):.2f} ± {np.std(v, ddof=1):.2f}{note}")
+        for x, bad in zip(v, spiked):   # every seed, so that one failed run cannot hide in a mean
+            ax.plot(r["noise_variance_A2"] + 0.0002, x, "x" if bad else ".", color=f"C{i}", ms=5 if bad else 3)
+    if max(values) > 3 * min(values): ax.set_yscale("log")
     none = (f"; no denoising {np.mean([rows['none']['seeds'][s]['force_mae_meV_A'] for s in SEEDS]):.2f} meV/Å"
             if "none" in rows else "")
-    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title=f"force MAE, mean ± std of 3 seeds{none}", title_fontsize=6)
+    ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), title=f"force MAE, mean ± std of 3 seeds (dots: each seed){none}", title_fontsize=6)
     ax.set_xlabel("noise size: mean per-atom variance tr(Σ_i)/3 (Å²)")
     ax.set_ylabel("test force MAE (meV/Å)")
     ax.set_title(f"Ethanol, {budget.split(' (')[0]}, 3 seeds: learned anisotropy against isotropic noise of the same size", fontsize=7)

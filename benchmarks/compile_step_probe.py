@@ -110,7 +110,7 @@ def main(argv=None) -> int:
                 if k == a.warmup - 1: first = time.perf_counter() - t_start
                 if k >= a.warmup: times.append(time.perf_counter() - t)
             return {"ms_per_step": 1e3 * statistics.median(times), "first_steps_s": first, "loss": float(total.detach())}, \
-                   (total.detach(), [q.grad.clone() for q in params])
+                   (total.detach(), [torch.zeros_like(q) if q.grad is None else q.grad.clone() for q in params])
 
         out, ref = {}, None
         def compare(entry, got):

@@ -2,6 +2,7 @@
 
 # %% ../../nbs/method/04_model.ipynb #2bba98bb
 from __future__ import annotations
+from types import SimpleNamespace
 from dataclasses import dataclass, replace
 import inspect
 import torch
@@ -9,7 +10,7 @@ from fastcore.basics import patch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size, det_3x3
-from ..nn.fixed_shapes import is_sync_free, check_that, check_within_skin, fixed_nearest_neighbors
+from ..nn.fixed_shapes import is_sync_free, is_compiled_step, check_that, check_within_skin, fixed_nearest_neighbors
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, cholesky_factor, NOISE_METHODS
 from .views import Corruption, DenoiserView, denoiser_view
@@ -211,23 +212,39 @@ def predict(self: AniDSModel, data, pos: torch.Tensor|None = None, force_encodin
     if direct_stress and not self.predicts_stress:
         raise ValueError("stress with force_mode='direct' needs a backbone with a direct stress head "
                          "(build_model(..., direct_stress=True); EquiformerV2 has one)")
-    strain = None
-    if conservative and not pos.requires_grad:
-        pos = pos.clone().requires_grad_(True)
-    if compute_stress and not direct_stress:
-        strain = torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=True)
-        sym = 0.5 * (strain + strain.transpose(1, 2))
-        pos = pos + (pos[:, None, :] @ sym[batch]).squeeze(1)
-        graph = replace(graph, shift=_strain_shifts(graph, batch, sym))
-    out = self.denoiser(z, pos, graph, batch, force_encoding, vector_atoms)
-    e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
     real = getattr(data, "atom_mask", None)
-    if real is not None: e_atom = torch.where(real, e_atom, 0.0)   # padding atoms add no energy
-    energy = scatter(e_atom, batch, 0, dim_size=B)
-    forces, stress = None, None
-    if conservative:
+
+    def energies(p, strain):
+        "Each structure's energy and the network's output at positions p under the strain (None: none)."
+        g = graph
+        if strain is not None:
+            sym = 0.5 * (strain + strain.transpose(1, 2))
+            p = p + (p[:, None, :] @ sym[batch]).squeeze(1)
+            g = replace(graph, shift=_strain_shifts(graph, batch, sym))
+        out = self.denoiser(z, p, g, batch, force_encoding, vector_atoms)
+        e_atom = (self.energy_scale * out.atomic_energy).to(torch.float64) + self.atomic_energies[z]
+        if real is not None: e_atom = torch.where(real, e_atom, 0.0)   # padding atoms add no energy
+        return scatter(e_atom, batch, 0, dim_size=B), out
+
+    strain = (torch.zeros(B, 3, 3, dtype=pos.dtype, device=pos.device, requires_grad=not is_compiled_step())
+              if compute_stress and not direct_stress else None)
+    forces, stress, grads = None, None, None
+    if not conservative:
+        energy, out = energies(pos, strain)
+    elif is_compiled_step():
+        # a compiled graph cannot be differentiated twice: the forces (and the strain derivative) by torch.func, traced
+        # into the forward graph, whose backward pass is then first order
+        def total(p, s):
+            e, out = energies(p, s)
+            return e.sum(), (e, out.vector)
+        grads, (energy, vector) = torch.func.grad(total, argnums=(0, 1) if strain is not None else (0,), has_aux=True)(pos, strain)
+        out = SimpleNamespace(vector=vector)   # conservative: the vector output is all that is read below
+    else:
+        if not pos.requires_grad: pos = pos.clone().requires_grad_(True)
+        energy, out = energies(pos, strain)
         inputs = [pos] + ([strain] if strain is not None else [])
         grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
+    if grads is not None:
         forces = -grads[0].to(pos.dtype)
         if strain is not None:
             volume = det_3x3(cell.reshape(B, 3, 3)).abs()

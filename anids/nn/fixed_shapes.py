@@ -10,8 +10,8 @@ from fastcore.basics import patch
 from .graphs import Graph, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
-__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'check_that', 'complete_graph', 'ListBuilder',
-           'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors']
+__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'compiled_step', 'is_compiled_step', 'check_that',
+           'complete_graph', 'ListBuilder', 'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors']
 
 # %% ../../nbs/nn/10_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -58,6 +58,25 @@ def sync_free(checks: DeferredChecks|None = None):
 def is_sync_free() -> bool:
     "Whether the code runs inside `sync_free()`."
     return _ACTIVE is not None
+
+_COMPILED = False
+
+@contextmanager
+def compiled_step():
+    """Inside this block (and `sync_free()`) the model's step is traced by `torch.compile` (`FastStep(compile=True)`,
+    experimental): conservative forces come from `torch.func.grad`, because a compiled graph cannot be differentiated
+    twice, and the backbones leave out their check of the atomic numbers, which `FastStep` makes once over its whole
+    set (a check deferred inside a `torch.func` transform keeps a tensor of the transform, which cannot be compiled)."""
+    global _COMPILED
+    previous, _COMPILED = _COMPILED, True
+    try:
+        yield
+    finally:
+        _COMPILED = previous
+
+def is_compiled_step() -> bool:
+    "Whether the code runs inside `compiled_step()`."
+    return _COMPILED
 
 def check_that(ok: torch.Tensor,                    # bool tensor: the check passes where every element is true
                error: Callable[[], Exception],      # makes the error to raise (called only when the check failed)

@@ -71,6 +71,7 @@ class TrainConfig(DenoisingConfig, LossWeights):
     threads: int = 0                 # torch threads on CPU (0: leave as is)
     matmul_precision: str = "highest"  # float32 matrix products in Lightning's loop, its validation included (torch.set_float32_matmul_precision): highest (IEEE float32) | high (TF32 on GPUs that have it: 10 mantissa bits) | medium (bfloat16); the final scores always at highest
     fast_step: bool = False          # experimental (no GPU measurement yet; no gain on the CPU): each step's forward and backward pass without host synchronisation (anids.train.fast.FastStep; a CUDA graph on a GPU): the same losses; molecules on complete graphs, periodic cells on neighbour lists with a skin (neighbour_skin), different sizes padded; needs one device, Algorithm 2's view or Algorithm 1; a KL-only warm-up reads KL on the host once per step while it lasts, as the eager one; psi's per-step statistics are not logged
+    compile_step: bool = False       # experimental, with fast_step: each step's losses traced by torch.compile (inductor), forces by torch.func; on one CPU thread the cpu-30min step body ran 2.5-2.8x faster with the same losses and gradients to float32 rounding (benchmarks/compile_step_probe.py); the first steps compile (tens of seconds); its noise draws come from inductor's random numbers, not torch's
     neighbour_skin: float = 1.0      # fast_step on periodic cells: the neighbour lists hold the pairs within cutoff + skin (A) of the clean structures, valid while no atom moves skin / 2 (checked: the run stops otherwise)
     neighbour_lists: str = "stored"  # fast_step on periodic cells: stored (every structure's lists on the device, 14 bytes an edge) | streamed (each batch's lists built on the host by the training loader, in its workers, and copied in: for datasets whose lists would not fit on the device)
     loader_workers: int = 0          # worker processes of the training loader (0: the main process); streamed neighbour lists are built there, beside the steps
@@ -109,6 +110,8 @@ def check(self: TrainConfig) -> None:
         raise ValueError(f"matmul_precision must be 'highest', 'high' or 'medium', got {self.matmul_precision!r}")
     if self.neighbour_lists not in ("stored", "streamed"):
         raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
+    if self.compile_step and not self.fast_step:
+        raise ValueError("compile_step traces the fixed-shape step: set fast_step=True as well")
     if self.neighbour_lists == "streamed" and not self.fast_step:
         raise ValueError("neighbour_lists='streamed' is how fast_step keeps its lists: set fast_step=True (the eager step finds them at every step)")
     if self.size_buckets > 1 and (self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"):

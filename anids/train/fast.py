@@ -8,13 +8,15 @@ from types import SimpleNamespace
 import torch
 from fastcore.basics import patch
 from ..nn.graphs import Graph
-from ..nn.fixed_shapes import sync_free, complete_graph, DeferredChecks, NeighbourLists, ListBuilder
+from contextlib import nullcontext
+from ..nn.fixed_shapes import sync_free, compiled_step, complete_graph, DeferredChecks, NeighbourLists, ListBuilder
 from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
 # %% auto #0
 __all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'lists_cutoff', 'list_builder', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices',
-           'size_buckets', 'training_indices', 'check_lists', 'check_fixed_graph', 'FastStep', 'FixedShapeSteps']
+           'size_buckets', 'training_indices', 'check_lists', 'check_atomic_numbers', 'check_fixed_graph', 'FastStep',
+           'FixedShapeSteps']
 
 # %% ../../nbs/train/07_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -249,6 +251,13 @@ def check_lists(model: AniDSModel, cutoff: float) -> None:
             raise ValueError(f"the {name} ({type(net).__name__}) weighs edges beyond its cutoff, and neighbour lists "
                              "with a skin hold such edges (PaiNN, GeoMFormer and EquiformerV2 ignore them)")
 
+def check_atomic_numbers(model: AniDSModel, data: FixedShapeSet) -> None:
+    "ValueError unless every real atom of the set has an atomic number that each network embeds (1..max_z)."
+    z = data.z[data.mask] if data.padded else data.z
+    for name, net in _networks(model):
+        bad = (z < 1) | (z > net.max_z)
+        if bool(bad.any()): raise ValueError(f"atomic numbers must lie in 1..{net.max_z} for the {name}, got {int(z[bad][0])}")
+
 def check_fixed_graph(model: AniDSModel, data: FixedShapeSet, margin: float = 0.5) -> None:
     """ValueError unless the set's fixed graphs give `model` its radius graphs' result on `data`. Neighbour lists: they
     reach every network's cutoff, which ignores the edges beyond it. A complete graph: each network's backbone ignores
@@ -288,6 +297,7 @@ class FastStep:
                  capture: bool|None = None,           # None: on CUDA devices
                  check_every: int = 100,              # captured steps between two reads of the deferred checks
                  objective: str = "losses",           # losses: the model's training loss | kl_warmup: the KL-only warm-up of psi
+                 compiled: bool = False,              # the losses traced by torch.compile (`compiled_step`; experimental)
                 ):
         if not 1 <= batch_size <= len(data): raise ValueError(f"batch_size must lie in 1..{len(data)}, got {batch_size}")
         if check_every < 1: raise ValueError(f"check_every must be a positive number of steps, got {check_every}")
@@ -298,8 +308,11 @@ class FastStep:
         dtype = next(model.parameters()).dtype
         if data.dtype != dtype: raise ValueError(f"the structures are {data.dtype} and the model {dtype}: make them alike")
         check_fixed_graph(model, data)
-        self.capture = data.device.type == "cuda" if capture is None else bool(capture)
+        self.compiled = bool(compiled)
+        self.capture = data.device.type == "cuda" and not self.compiled if capture is None else bool(capture)
         if self.capture and data.device.type != "cuda": raise ValueError("capture needs a CUDA device")
+        if self.capture and self.compiled: raise ValueError("a compiled step is not also recorded in a CUDA graph: capture=False")
+        if self.compiled: check_atomic_numbers(model, data)   # once for the set: the compiled step leaves it out
         self.model, self.data, self.cfg, self.params = model, data, cfg, list(params)
         if not self.params: raise ValueError("no parameters to train")
         self.check_every = int(check_every)
@@ -309,6 +322,7 @@ class FastStep:
         self.index = torch.zeros(batch_size, dtype=torch.long, device=data.device)   # the batch's structures
         self.checks, self.steps = DeferredChecks(), 0
         self._cuda_graph, self._out, self._grads = None, None, None
+        self._objective = torch.compile(self._loss, dynamic=False) if self.compiled else self._loss
 
     def __call__(self, index: torch.Tensor,     # [batch_size] long, on the device
                  lists: tuple|None = None,   # streamed neighbour lists: the batch's (ListBuilder.build), loaded before the pass
@@ -342,14 +356,18 @@ def set_lambda_denoise(self: FastStep, value: float) -> None:
     self.lambda_denoise.fill_(float(value))
 
 @patch
+def _loss(self: FastStep, batch):
+    "The objective on a batch: the model's training loss and its terms, or the KL-only warm-up."
+    if self.objective == "kl_warmup":
+        total = self.model.kl_warmup_loss(batch, self.cfg, graph=batch.graph)
+        return total, {"kl_warmup": total}
+    return self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
+
+@patch
 def _body(self: FastStep):
     batch = self.data.batch(self.index)
-    with sync_free(self.checks):
-        if self.objective == "kl_warmup":
-            total = self.model.kl_warmup_loss(batch, self.cfg, graph=batch.graph)
-            terms = {"kl_warmup": total}
-        else:
-            total, terms = self.model.losses(batch, self.cfg, self.weights, graph=batch.graph)
+    with sync_free(self.checks), (compiled_step() if self.compiled else nullcontext()):
+        total, terms = self._objective(batch)
     total.backward(inputs=self.params)
     self.checks.fold()
     return total.detach(), {k: v.detach() for k, v in terms.items()}
@@ -433,7 +451,8 @@ def training_step(self: FixedShapeSteps, module, batch, batch_idx: int = 0):
         dtype = next(module.model.parameters()).dtype
         sets = dataset.fixed_shape_sets(module.model, module.device, dtype, module.cfg.neighbour_skin)
         make = lambda data, objective: FastStep(module.model, data, module.cfg.batch_size, module.noise_cfg,
-                                                module.base_weights, module.trained_parameters, objective=objective)
+                                                module.base_weights, module.trained_parameters, objective=objective,
+                                                compiled=module.cfg.compile_step)
         self.fast = [make(data, "losses") for data in sets]
         if module.in_kl_warmup: self.fast_warmup = [make(data, "kl_warmup") for data in sets]
     if module.in_kl_warmup:   # as the eager step: KL alone, read at every step to see when it falls below the threshold

@@ -18,6 +18,7 @@ noise method three paths train copies of the same model:
 - `fixed`: `FastStep` without capture: the structures kept on the device, a complete graph (molecules) or neighbour
   lists with a skin (periodic cells: `--recipe mptrj`, `oc22`, on made-up cells of their kind), no host synchronisation;
 - `captured` (CUDA only): `FastStep`'s forward and backward pass recorded once in a CUDA graph and replayed.
+- `compiled` (`--compiled`): `FastStep(compiled=True)`, the fixed step traced by torch.compile (forces by torch.func).
 
 Measured: the median milliseconds per step over `--steps` steps after `--warmup`; then `--epochs` whole epochs of each
 path as a run trains them (lambda_denoise decay, learning-rate schedule, EMA of the weights), extrapolated to the
@@ -138,7 +139,8 @@ class Path_:
         self.weights = module.base_weights
         self.n = 0
         if kind != "eager":   # one FastStep (one CUDA graph) per size group
-            self.fast = [FastStep(self.model, fs, self.B, self.noise_cfg, self.weights, self.params, capture=kind == "captured")
+            self.fast = [FastStep(self.model, fs, self.B, self.noise_cfg, self.weights, self.params, capture=kind == "captured",
+                                  compiled=kind == "compiled")
                          for fs in groups.sets]
 
     def lambda_denoise(self) -> float:
@@ -339,6 +341,8 @@ def main(argv=None):
                     help="periodic cells: lists stored on the device, or each batch's built on the host and loaded (TrainConfig.neighbour_lists)")
     ap.add_argument("--matmul-precision", choices=("highest", "high", "medium"), default="highest",
                     help="float32 matrix products (torch.set_float32_matmul_precision; high: TF32 on GPUs; TrainConfig.matmul_precision)")
+    ap.add_argument("--compiled", action="store_true",
+                    help="also time the fixed step traced by torch.compile (TrainConfig.compile_step; its first steps compile)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check the fixed step against the eager one (and the captured pass on CUDA); no timings")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_fast_step_<device>.json)")
@@ -383,7 +387,7 @@ def main(argv=None):
         checks = [check_fixed_against_eager(module, g, s, device) for g, s in zip(groups.indices.groups(), groups.sets)]
         run["check_fixed_vs_eager"] = checks[0]
         if len(checks) > 1: run["check_fixed_vs_eager_groups"] = checks
-        kinds = ["eager", "fixed"] + (["captured"] if device.type == "cuda" else [])
+        kinds = ["eager", "fixed"] + (["captured"] if device.type == "cuda" else []) + (["compiled"] if a.compiled else [])
         if device.type == "cuda":
             run["check_captured"] = [attempt(check_captured, module, fs, device, noise) for noise in (False, True)]
         if a.check_only: kinds = []

@@ -13,7 +13,7 @@ measured):
   for OC22, MgO(100) slabs of 80 atoms with an OH adsorbate (82 atoms, about the size of an OC22 slab and
   adsorbate); for MPtrj, bulk cells of 16-40 atoms (SrTiO3, NaCl, Si, Fe; 26 on average, MPtrj's is about 30);
 * `rmd17-paper` (EquiformerV2, L = 3): the bundled aspirins (21 atoms), batch 2, the paper's cost-table setting;
-* `pretrain-paper`: Algorithm 1 at the paper's PCQM4Mv2 scale (`anids.experiments.PRETRAIN_BUDGETS["paper"]`:
+* `pretrain-paper`: Algorithm 1 at the paper's PCQM4Mv2 scale (`anids.train.PRETRAIN_BUDGETS["paper"]`:
   EquiformerV2 L = 3, every atom corrupted; 40 structures per step, the paper's per-GPU share of its 160 on 4 GPUs;
   `--pretrain-batch-size` to change it) on QM9 molecules (`anids.data.pretrain_data.load_qm9`,
   18 atoms on average; the QM9 geometry cache must be there: `--data-dir`). Not in the default list; `none` is
@@ -107,7 +107,7 @@ def _sync(device: torch.device):
 def recipe_config(recipe: str, **overrides):
     "The TrainConfig of a recipe; `pretrain-paper` = the pretrain recipe at the paper's PCQM4Mv2 scale."
     if recipe == "pretrain-paper":
-        from anids.experiments import PRETRAIN_BUDGETS
+        from anids.train.config import PRETRAIN_BUDGETS
         s = PRETRAIN_BUDGETS["paper"]
         return make_config("pretrain", backbone=s["backbone"], preset=s["backbone_preset"], batch_size=PRETRAIN_BATCH[0],
                            lr=s["lr"], sigma_p=s["sigma_p"], lambda_kl=s["lambda_kl"], lambda_gamma=s["lambda_gamma"],

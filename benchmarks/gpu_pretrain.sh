@@ -26,7 +26,7 @@ export PYTHONPATH=$PWD:$PYTHONPATH PYTHONUNBUFFERED=1
 timeout 570 python3 - "$METHOD" "$STEPS" "$DEVICE" "$OUT" "${MAX_STRUCTURES:-}" <<'PY' 2>&1 | tee "$OUT/pretrain_$METHOD.log"
 import sys, time, json
 method, steps, device, out, max_structures = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
-from anids.experiments.protocols import pretrain
+from anids.train.pretraining import pretrain
 t0 = time.time()
 r = pretrain(method, budget="demo", steps=steps, batch_size=64, grad_clip=10.0, device=device, fast_step=True, checkpoint_dir=out,
              out_dir="/tmp/anids_runs", progress=False, max_structures=int(max_structures) if max_structures else None)

@@ -40,7 +40,7 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     import torch
     torch.set_num_threads(a.threads)
-    from anids.experiments.pretraining import pretrain, pretraining_sets
+    from anids.train.pretraining import pretrain, pretraining_sets
     sets = None
     for row in a.rows:
         ckpt_dir, out = Path(a.ckpt_dir) / row, Path(a.out) / f"{row}.json"

@@ -14,7 +14,7 @@ BACKBONE_PRESET_PARAMETERS = {"anids.experiments.protocols.cost_table", "anids.e
                               "anids.experiments.crystal_results.records_from_results", "anids.experiments.case_study.pretrain_generator",
                               "anids.experiments.case_study.make_case_study_checkpoints"}
 # parameters that carry a forbidden word with another meaning, and why
-ALLOWED = {("anids.experiments.pretraining.denoising_loss_under", "noise"):
+ALLOWED = {("anids.train.pretraining.denoising_loss_under", "noise"):
            "a pre-training's noise (its generator's checkpoint) that a denoiser is scored under, not a method name"}
 
 
@@ -74,7 +74,8 @@ def test_no_old_names_kept_alive():
 
 
 def test_the_experiments_take_a_budget():
-    from anids.experiments import run_md17, pretrain, run_benchmark
+    from anids.experiments import run_md17, run_benchmark
+    from anids.train.pretraining import pretrain
     from anids.experiments.crystals import crystal_setup, CrystalSetup
     for f in (run_md17, pretrain, run_benchmark, crystal_setup):
         params = inspect.signature(f).parameters

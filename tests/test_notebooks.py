@@ -143,7 +143,7 @@ def test_ablation_notebook_makes_a_results_file_from_runs(tmp_path):
 
 def _copper_mlearn_files(d: Path) -> dict:
     "The EMT copper set of the crystals notebook (training with a strained series, test, ood), in d/Cu."
-    from anids.experiments.crystals import emt_copper_set
+    from anids.data.mlearn import emt_copper_set
     return emt_copper_set(d / "Cu", n_rattled=6)
 
 

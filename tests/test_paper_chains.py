@@ -51,7 +51,7 @@ def _copper(n, seed=0, strain=0.0):
 def _pretrain(method, budget, frames, checkpoint_dir, **overrides):
     "Algorithm 1 at a pre-training budget for 2 steps on `frames` (positions only), writing the named checkpoint."
     from anids.data.structures import atoms_to_data
-    from anids.experiments.pretraining import pretrain
+    from anids.train.pretraining import pretrain
     sets = [atoms_to_data(a) for a in frames]
     return pretrain(method, budget=budget, sets=(sets[:4], sets[4:]), steps=2, batch_size=2, checkpoint_dir=checkpoint_dir,
                     out_dir=Path(checkpoint_dir) / "runs", progress=False, threads=1, **overrides)
@@ -103,7 +103,8 @@ def test_table1_md17_chain(tmp_path, monkeypatch, paper_md17_checkpoint):
 def test_table6_rmd17_chain(tmp_path, monkeypatch):
     """Table 6: `paper` pre-training (EquiformerV2 L=3, preset rmd17, full size) -> rmd17-paper on the rMD17 layout
     (npz_data/rmd17_<molecule>.npz and the official split files), through run_benchmark at the paper budget."""
-    from anids.experiments.benchmarks import run_benchmark, rmd17_sets
+    from anids.experiments.benchmarks import run_benchmark
+    from anids.data.labelled_sets import rmd17_sets
     _pretrain("anids", "paper", _ethanol(6, seed=8), tmp_path / "ckpt")
     monkeypatch.setenv("ANIDS_CHECKPOINT_DIR", str(tmp_path / "ckpt"))
     root = tmp_path / "cache" / "rmd17" / "rmd17"
@@ -123,7 +124,8 @@ def test_table6_rmd17_chain(tmp_path, monkeypatch):
 def test_table7_md22_chain(tmp_path, monkeypatch, paper_md17_checkpoint):
     """Table 7: `paper-md17` pre-training -> md17-paper (Equiformer L=2: the paper's MD22 row) on an MD22-format npz,
     through run_benchmark at the paper budget."""
-    from anids.experiments.benchmarks import run_benchmark, md22_sets, BENCHMARK_BUDGETS
+    from anids.experiments.benchmarks import run_benchmark, BENCHMARK_BUDGETS
+    from anids.data.labelled_sets import md22_sets
     assert BENCHMARK_BUDGETS["md22"]["paper"] == dict(recipe="md17-paper", pretrained="pcqm4mv2")
     monkeypatch.setenv("ANIDS_CHECKPOINT_DIR", str(paper_md17_checkpoint.parent))
     (tmp_path / "cache" / "md22").mkdir(parents=True)

@@ -8,10 +8,13 @@ from pathlib import Path
 import numpy as np
 from .datasets import load_npz_md17_format, read_structures, _is_mlearn
 from .mlearn import check_stress_order
+from .structures import validate_structures
+from . import datasets as D
 
 
 # %% auto #0
-__all__ = ['FEW_VALIDATION', 'read_labelled', 'training_sets']
+__all__ = ['FEW_VALIDATION', 'read_labelled', 'training_sets', 'load_crystal_sets', 'md17_splits', 'describe_data', 'rmd17_sets',
+           'xyz_sets', 'md22_sets']
 
 # %% ../../nbs/data/14_labelled_sets.ipynb #9bf2562c
 FEW_VALIDATION = 10
@@ -55,3 +58,94 @@ def training_sets(train, val=None, test=None, seed: int = 0, val_fraction: float
         val_set, structures = [structures[i] for i in perm[:n_val]], [structures[i] for i in perm[n_val:]]
     unit = read_kw.get("energy_unit") or ("kcal/mol" if str(train).endswith(".npz") else "eV")
     return {"train": structures, "val": val_set, "test": read(test) if test is not None else None, "unit": unit, "extra": extra}
+
+# %% ../../nbs/data/14_labelled_sets.ipynb #425c0429
+def load_crystal_sets(train_file, test_files: dict, seed: int, val_fraction: float = 0.05, stress_order: str = "check",
+                      energy_key: str = "energy", forces_key: str = "forces", stress_key: str|None = None) -> dict:
+    """Training, validation and test structures exactly as `anids-train --train ... --test ... --seed ...` makes them
+    (the mlearn stress order measured on the training file and used for every file; `val_fraction` of the training
+    file as validation, drawn with the seed), plus the further test sets. Returns train, val, tests {name: list}, extra."""
+    names = list(test_files)
+    keys = dict(energy_key=energy_key, forces_key=forces_key, stress_key=stress_key)
+    s = training_sets(train_file, test=test_files[names[0]], seed=seed, val_fraction=val_fraction, stress_order=stress_order, **keys)
+    train, val, extra = s["train"], s["val"], s["extra"]
+    tests = {names[0]: s["test"]}
+    for name in names[1:]:
+        tests[name] = D.read_structures(test_files[name], **keys, stress_order=extra.get("stress_order", stress_order))
+    for name, s in [("training set", train), ("validation set", val), *((f"test set {k}", v) for k, v in tests.items())]:
+        validate_structures(s, max_z=100, name=name)
+    return {"train": train, "val": val, "tests": tests, "extra": {**extra, "test_files": {k: str(v) for k, v in test_files.items()}}}
+
+
+# %% ../../nbs/data/14_labelled_sets.ipynb #006b0036
+def md17_splits(molecule: str, dataset: str = "bundled", seed: int = 0, n_train: int = 950, n_val: int = 50,
+                max_test: int|None = None, data_dir=None) -> dict:
+    "Train / val / test structures of an MD17 molecule (950 / 50 / rest) and a description of the data."
+    frames = D.load_md17(molecule, source=dataset, data_dir=data_dir)
+    tr, va, te = D.split_indices(len(frames), n_train=n_train, n_val=n_val, seed=seed)
+    if max_test is not None: te = te[:max_test]
+    info = {"molecule": molecule, "dataset": dataset, "n_frames": len(frames), "n_atoms": int(frames[0].z.numel())}
+    if dataset == "bundled":
+        info["file"] = str(D.bundled_path(molecule))
+        info["provenance"] = D.read_provenance(D.bundled_path(molecule))
+    return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
+
+
+# %% ../../nbs/data/14_labelled_sets.ipynb #ba64ad5c
+def describe_data(info: dict) -> str:
+    "One line saying what data a run used: set, file, size, and how the bundled files were made (method, MD temperature)."
+    line = f"data: {info['dataset']} {info['molecule']} ({info['n_frames']} frames, {info['n_atoms']} atoms)"
+    if info.get("file"): line += f" from {info['file']}"
+    prov = info.get("provenance") or {}
+    if prov:
+        md = prov.get("md", {})
+        temp = md.get("temperature_K", prov.get("temperature_K"))
+        line += f"; made by {prov.get('method', 'an unrecorded method')}"
+        line += f" Langevin MD at {temp:g} K" if temp is not None else " (MD temperature not recorded)"
+    return line
+
+# %% ../../nbs/data/14_labelled_sets.ipynb #148b57cc
+def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
+    te = te[:max_test] if max_test is not None else te
+    if max(int(np.max(tr)), int(np.max(va)), int(np.max(te))) >= len(frames):
+        raise ValueError(f"split indices reach frame {max(int(np.max(tr)), int(np.max(va)), int(np.max(te)))} but "
+                         f"{info.get('file', info['dataset'])} has {len(frames)} frames")
+    info = {**info, "n_frames": len(frames), "n_atoms": int(frames[0].z.numel()),
+            "n_train": len(tr), "n_val": len(va), "n_test": len(te)}
+    return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
+
+def rmd17_sets(molecule: str = "aspirin", split: int = 1, n_train: int = 50, n_val: int = 50, seed: int = 0,
+               data_dir=None, download: bool = False, max_test: int|None = None) -> dict:
+    "Train / val / test structures of an rMD17 molecule: the paper's 50-structure protocol on official split `split`."
+    frames = D.load_rmd17(molecule, data_dir=data_dir, download=download)
+    tr, va, te = D.rmd17_split(data_dir, split, n_train, n_val, seed, download)
+    info = {"molecule": molecule, "dataset": "rmd17", "split": split, "data_seed": seed,
+            "file": f"rmd17/npz_data/rmd17_{molecule}.npz, splits/index_{{train,test}}_0{split}.csv",
+            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from index_train_0{split}.csv; "
+                        f"test: index_test_0{split}.csv"}
+    return _sets(frames, tr, va, te, info, max_test)
+
+
+# %% ../../nbs/data/14_labelled_sets.ipynb #6c3e0da1
+def xyz_sets(train_file, test_file, n_train: int = 50, n_val: int = 50, seed: int = 0, molecule: str|None = None,
+             max_test: int|None = None, **read_kw) -> dict:
+    """The same protocol on a pair of labelled files (anything `anids.data.datasets.read_structures` reads): `n_train` + `n_val`
+    structures drawn with the seed from `train_file` (`draw_subsets`), every structure of `test_file` for testing."""
+    pool, test = D.read_structures(train_file, **read_kw), D.read_structures(test_file, **read_kw)
+    tr, va = D.draw_subsets(len(pool), [n_train, n_val], seed)
+    te = np.arange(len(test))[:max_test] if max_test is not None else np.arange(len(test))
+    info = {"molecule": molecule or Path(train_file).stem, "dataset": "files", "file": f"{train_file} + {test_file}",
+            "data_seed": seed, "n_frames": len(pool) + len(test), "n_atoms": int(pool[0].z.numel()),
+            "n_train": n_train, "n_val": n_val, "n_test": len(te),
+            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from {Path(train_file).name} "
+                        f"({len(pool)} structures); test: {Path(test_file).name}"}
+    return {"train": [pool[i] for i in tr], "val": [pool[i] for i in va], "test": [test[i] for i in te], "info": info}
+
+def md22_sets(name: str = "AT-AT-CG-CG", n_train: int|None = None, n_val: int = 500, seed: int = 0, data_dir=None,
+              download: bool = False, max_test: int|None = None) -> dict:
+    "Train / val / test structures of an MD22 system: the MD22 paper's training size, a validation set, the rest."
+    frames = D.load_md22(name, data_dir=data_dir, download=download)
+    tr, va, te = D.md22_split(len(frames), name, n_train, n_val, seed)
+    info = {"molecule": name, "dataset": "md22", "file": f"md22_{name}.npz", "data_seed": seed,
+            "protocol": f"{len(tr)} train + {len(va)} validation + the other {len(te)} frames for testing (seed {seed})"}
+    return _sets(frames, tr, va, te, info, max_test)

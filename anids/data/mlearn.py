@@ -11,7 +11,8 @@ from torch_geometric.data import Data
 from .structures import atoms_to_data
 
 # %% auto #0
-__all__ = ['VASP_STRESS_ORDER', 'STRESS_ORDERS', 'mlearn_stress', 'load_mlearn_entries', 'check_stress_order', 'read_mlearn']
+__all__ = ['VASP_STRESS_ORDER', 'STRESS_ORDERS', 'mlearn_stress', 'load_mlearn_entries', 'check_stress_order', 'read_mlearn',
+           'write_mlearn', 'emt_copper_set']
 
 # %% ../../nbs/data/13_mlearn.ipynb #4b944c73
 VASP_STRESS_ORDER = "xx yy zz xy yz zx"
@@ -165,3 +166,59 @@ def read_mlearn(path, stress_order: str = "check", index=None) -> list[Data]:
         out.append(data)
     if not out: raise ValueError(f"{path}: no entries selected by index={index!r}")
     return out
+
+# %% ../../nbs/data/13_mlearn.ipynb #6b557936
+def write_mlearn(frames, path, stress_order: str = VASP_STRESS_ORDER, groups=None) -> Path:
+    """Write labelled periodic `ase.Atoms` (a calculator with energy, forces and stress) as an mlearn JSON file:
+    positions and cell in A, energy (eV), forces (eV/A) and `virial_stress` in kbar with VASP's sign (positive under
+    compression) in `stress_order`. What `anids.data.mlearn.read_mlearn` reads back; `groups` names each entry's group."""
+    pick = {"x": 0, "y": 1, "z": 2}
+    order = [(pick[n[0]], pick[n[1]]) for n in stress_order.split()]
+    _stress_index(stress_order)   # six distinct components, or a clear error
+    entries = []
+    for k, a in enumerate(frames):
+        if not a.pbc.all(): raise ValueError(f"frame {k} is not periodic in all three directions (mlearn holds crystals)")
+        virial = -a.get_stress(voigt=False) / _KBAR
+        sites = [{"species": [{"element": s, "occu": 1}], "xyz": p.tolist(), "abc": f.tolist(), "label": s}
+                 for s, p, f in zip(a.get_chemical_symbols(), a.positions, a.get_scaled_positions(wrap=False))]
+        entries.append({"structure": {"@module": "pymatgen.core.structure", "@class": "Structure",
+                                      "lattice": {"matrix": a.cell.array.tolist()}, "sites": sites},
+                        "outputs": {"energy": float(a.get_potential_energy()), "forces": a.get_forces().tolist(),
+                                    "virial_stress": [float(virial[i, j]) for i, j in order]},
+                        "num_atoms": len(a), "group": groups[k] if groups is not None else ""})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries))
+    return path
+
+# %% ../../nbs/data/13_mlearn.ipynb #8117f070
+def _emt_copper_cells(n_rattled: int, seed: int = 0, strained: bool = True, size=(1, 1, 1), rattle: float = 0.05):
+    "Copper cells with EMT labels: a strained series (6 strain modes x 4 strains of one rattled cell) and rattled cells."
+    from ase.build import bulk
+    from ase.calculators.emt import EMT
+    base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
+    frames, groups = [], []
+    if strained:
+        b = base.copy(); b.rattle(0.02, seed=seed)
+        modes = [np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.diag([0, 0, 1.0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
+                 np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]]), np.array([[0, 0, .5], [0, 0, 0], [.5, 0, 0]])]
+        for mode in modes:
+            for s in (-0.02, -0.01, 0.01, 0.02):
+                a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True)
+                frames.append(a); groups.append("Elastic")
+    for k in range(n_rattled):
+        a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); frames.append(a); groups.append("AIMD-NVT")
+    for a in frames: a.calc = EMT()
+    return frames, groups
+
+def emt_copper_set(folder, n_rattled: int = 8) -> dict[str, Path]:
+    """A tiny crystal set in the mlearn format, labelled by ASE's EMT potential (it runs anywhere, offline): in `folder`,
+    training.json (a strained series of one copper cell, 6 strain modes x 4 strains, whose stresses fix the stress
+    order, and `n_rattled` rattled cells), test.json (6 rattled cells) and ood.json (4 doubled cells, rattled harder).
+    For smoke tests, and to try the crystal tables without the mlearn files. Returns {"train", "test", "ood"}: paths."""
+    folder = Path(folder)
+    frames, groups = _emt_copper_cells(n_rattled)
+    test, _ = _emt_copper_cells(6, seed=100, strained=False)
+    ood, _ = _emt_copper_cells(4, seed=200, strained=False, size=(2, 1, 1), rattle=0.12)
+    return {"train": write_mlearn(frames, folder / "training.json", groups=groups),
+            "test": write_mlearn(test, folder / "test.json"), "ood": write_mlearn(ood, folder / "ood.json")}

@@ -4,9 +4,8 @@
 __all__ = []
 
 # %% ../../nbs/experiments/00_index.ipynb #f3177e8e
-"""Experiments: the paper's protocols, tables and report. The paper's tables as data (`paper`), the protocols of the paper's tables, each with its results files and its section of the report (`protocols`: Table 1, Table 17 and what every table uses; `pretraining`: Algorithm 1; `ablation`: Table 3; `benchmarks`: Tables 6 and 7), the crystal setups and runs (`crystals`) their tables (`crystal_results`) and the crystal study (`crystal_study`), the case study (`case_study`), results files and the sections made of them (`sections`), the settings tables (`hparams`) the report of every table beside the paper's (`report`) and one page per study (`studies`). `from anids.experiments import run_md17, pretrain, run_ablation, run_benchmark`: the package holds the names of the protocol modules."""
+"""Experiments: the paper's protocols, tables and report. The paper's tables as data (`paper`), the protocols of the paper's tables, each with its results files and its section of the report (`protocols`: Table 1, Table 17 and what every table uses; `pretraining`: the pre-trained generators' section; `ablation`: Table 3; `benchmarks`: Tables 6 and 7), the crystal setups and runs (`crystals`) their tables (`crystal_results`) and the crystal study (`crystal_study`), the case study (`case_study`), results files and the sections made of them (`sections`), the settings tables (`hparams`) the report of every table beside the paper's (`report`) and one page per study (`studies`). `from anids.experiments import run_md17, run_ablation, run_benchmark`: the package holds the names of the protocol modules."""
 # the protocols' names, from the package
 from .protocols import *  # noqa: F403
-from .pretraining import *  # noqa: F403
 from .ablation import *  # noqa: F403
 from .benchmarks import *  # noqa: F403

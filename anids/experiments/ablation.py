@@ -13,7 +13,7 @@ from ..train.config import PRETRAIN_BUDGETS
 from ..provenance import versions, read_toml
 from .paper import PAPER_TABLES
 from .protocols import load_study, run_jobs, seed_table
-from .pretraining import pretrain, checkpoint_provenance
+from ..train.pretraining import pretrain, checkpoint_provenance
 from .sections import (REPORT_DATA, MEASURED, NOT_RUN, Section, read_json, require, machine_of, seed_stats, fmt_stat,
                                         _files, _metric, _ours_line, _short_rev, _rel, _provenance_tables)
 from ..data.units import force_factor

@@ -4,67 +4,24 @@
 from __future__ import annotations
 import json, math, re, time
 from pathlib import Path
-import numpy as np
-from ..data import datasets as D
 from ..train import make_config
 from ..provenance import versions, read_toml
-from .protocols import check_budget, finetune_sets
+from ..train.config import check_budget
+from .protocols import finetune_sets
 from .ablation import ablation_table
 from .sections import MEASURED, NOT_RUN, Section, fmt_stat, _append_rows, _runs_of, _group, _stat
 from .paper import PAPER_TABLES
 import pandas as pd
 
+
 # %% auto #0
-__all__ = ['BENCHMARK_BUDGETS', 'rmd17_sets', 'xyz_sets', 'md22_sets', 'benchmark_run', 'write_benchmark', 'run_benchmark',
-           'method_table_text', 'plot_method_table', 'rmd17_section', 'md22_section']
+__all__ = ['BENCHMARK_BUDGETS', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table',
+           'rmd17_section', 'md22_section']
 
 # %% ../../nbs/experiments/09_benchmarks.ipynb #94f22108
 BENCHMARK_BUDGETS = read_toml("recipes", "experiments.toml")["benchmark"]
 "Recipe and pre-trained weights of each table's budgets (`run_benchmark(kind, budget=...)`), from data/recipes/experiments.toml."
 
-def _sets(frames: list, tr, va, te, info: dict, max_test: int|None) -> dict:
-    te = te[:max_test] if max_test is not None else te
-    if max(int(np.max(tr)), int(np.max(va)), int(np.max(te))) >= len(frames):
-        raise ValueError(f"split indices reach frame {max(int(np.max(tr)), int(np.max(va)), int(np.max(te)))} but "
-                         f"{info.get('file', info['dataset'])} has {len(frames)} frames")
-    info = {**info, "n_frames": len(frames), "n_atoms": int(frames[0].z.numel()),
-            "n_train": len(tr), "n_val": len(va), "n_test": len(te)}
-    return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
-
-def rmd17_sets(molecule: str = "aspirin", split: int = 1, n_train: int = 50, n_val: int = 50, seed: int = 0,
-               data_dir=None, download: bool = False, max_test: int|None = None) -> dict:
-    "Train / val / test structures of an rMD17 molecule: the paper's 50-structure protocol on official split `split`."
-    frames = D.load_rmd17(molecule, data_dir=data_dir, download=download)
-    tr, va, te = D.rmd17_split(data_dir, split, n_train, n_val, seed, download)
-    info = {"molecule": molecule, "dataset": "rmd17", "split": split, "data_seed": seed,
-            "file": f"rmd17/npz_data/rmd17_{molecule}.npz, splits/index_{{train,test}}_0{split}.csv",
-            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from index_train_0{split}.csv; "
-                        f"test: index_test_0{split}.csv"}
-    return _sets(frames, tr, va, te, info, max_test)
-
-# %% ../../nbs/experiments/09_benchmarks.ipynb #6c3e0da1
-def xyz_sets(train_file, test_file, n_train: int = 50, n_val: int = 50, seed: int = 0, molecule: str|None = None,
-             max_test: int|None = None, **read_kw) -> dict:
-    """The same protocol on a pair of labelled files (anything `anids.data.datasets.read_structures` reads): `n_train` + `n_val`
-    structures drawn with the seed from `train_file` (`draw_subsets`), every structure of `test_file` for testing."""
-    pool, test = D.read_structures(train_file, **read_kw), D.read_structures(test_file, **read_kw)
-    tr, va = D.draw_subsets(len(pool), [n_train, n_val], seed)
-    te = np.arange(len(test))[:max_test] if max_test is not None else np.arange(len(test))
-    info = {"molecule": molecule or Path(train_file).stem, "dataset": "files", "file": f"{train_file} + {test_file}",
-            "data_seed": seed, "n_frames": len(pool) + len(test), "n_atoms": int(pool[0].z.numel()),
-            "n_train": n_train, "n_val": n_val, "n_test": len(te),
-            "protocol": f"{n_train} train + {n_val} validation drawn (seed {seed}) from {Path(train_file).name} "
-                        f"({len(pool)} structures); test: {Path(test_file).name}"}
-    return {"train": [pool[i] for i in tr], "val": [pool[i] for i in va], "test": [test[i] for i in te], "info": info}
-
-def md22_sets(name: str = "AT-AT-CG-CG", n_train: int|None = None, n_val: int = 500, seed: int = 0, data_dir=None,
-              download: bool = False, max_test: int|None = None) -> dict:
-    "Train / val / test structures of an MD22 system: the MD22 paper's training size, a validation set, the rest."
-    frames = D.load_md22(name, data_dir=data_dir, download=download)
-    tr, va, te = D.md22_split(len(frames), name, n_train, n_val, seed)
-    info = {"molecule": name, "dataset": "md22", "file": f"md22_{name}.npz", "data_seed": seed,
-            "protocol": f"{len(tr)} train + {len(va)} validation + the other {len(te)} frames for testing (seed {seed})"}
-    return _sets(frames, tr, va, te, info, max_test)
 
 # %% ../../nbs/experiments/09_benchmarks.ipynb #99040c68
 def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0, pretrained: str|None = "qm9",

@@ -5,24 +5,21 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, asdict, field, fields
 from pathlib import Path
-import numpy as np
-import ase.units
 import torch
 from ..data import datasets as D
-from ..data.labelled_sets import training_sets
-from ..data.mlearn import VASP_STRESS_ORDER, _stress_index
+from ..data.labelled_sets import load_crystal_sets
 from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
-from ..data.structures import validate_structures
 from ..method.noise import NOISE_METHODS
-from . import run_jobs, check_budget
+from . import run_jobs
+from ..train.config import check_budget
 from ..provenance import read_toml
 
 
 # %% auto #0
-__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'write_mlearn',
-           'emt_copper_set', 'pretrained_of', 'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of',
-           'check_same_run', 'load_crystal_sets', 'crystal_run', 'run_crystals', 'run_setup']
+__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'pretrained_of',
+           'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'crystal_run',
+           'run_crystals', 'run_setup']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 def _crystal_tables() -> dict:
@@ -49,64 +46,6 @@ CRYSTAL_METRICS = {"energy_mae_meV_atom": "energy MAE (meV/atom)", "energy_rmse_
                    "stress_mae_GPa": "stress MAE (GPa)", "stress_rmse_GPa": "stress RMSE (GPa)"}
 "The table's numbers (keys of a run's test metrics) and their column names."
 QUANTITY_METRIC = {"energy": "energy_mae_meV_atom", "force": "force_mae_meV_A", "stress": "stress_mae_GPa"}
-
-# %% ../../nbs/experiments/02_crystals.ipynb #6b557936
-_KBAR = 0.1 * ase.units.GPa   # eV/A^3 per kbar
-
-def write_mlearn(frames, path, stress_order: str = VASP_STRESS_ORDER, groups=None) -> Path:
-    """Write labelled periodic `ase.Atoms` (a calculator with energy, forces and stress) as an mlearn JSON file:
-    positions and cell in A, energy (eV), forces (eV/A) and `virial_stress` in kbar with VASP's sign (positive under
-    compression) in `stress_order`. What `anids.data.mlearn.read_mlearn` reads back; `groups` names each entry's group."""
-    pick = {"x": 0, "y": 1, "z": 2}
-    order = [(pick[n[0]], pick[n[1]]) for n in stress_order.split()]
-    _stress_index(stress_order)   # six distinct components, or a clear error
-    entries = []
-    for k, a in enumerate(frames):
-        if not a.pbc.all(): raise ValueError(f"frame {k} is not periodic in all three directions (mlearn holds crystals)")
-        virial = -a.get_stress(voigt=False) / _KBAR
-        sites = [{"species": [{"element": s, "occu": 1}], "xyz": p.tolist(), "abc": f.tolist(), "label": s}
-                 for s, p, f in zip(a.get_chemical_symbols(), a.positions, a.get_scaled_positions(wrap=False))]
-        entries.append({"structure": {"@module": "pymatgen.core.structure", "@class": "Structure",
-                                      "lattice": {"matrix": a.cell.array.tolist()}, "sites": sites},
-                        "outputs": {"energy": float(a.get_potential_energy()), "forces": a.get_forces().tolist(),
-                                    "virial_stress": [float(virial[i, j]) for i, j in order]},
-                        "num_atoms": len(a), "group": groups[k] if groups is not None else ""})
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(entries))
-    return path
-
-# %% ../../nbs/experiments/02_crystals.ipynb #8117f070
-def _emt_copper_cells(n_rattled: int, seed: int = 0, strained: bool = True, size=(1, 1, 1), rattle: float = 0.05):
-    "Copper cells with EMT labels: a strained series (6 strain modes x 4 strains of one rattled cell) and rattled cells."
-    from ase.build import bulk
-    from ase.calculators.emt import EMT
-    base = bulk("Cu", "fcc", a=3.6, cubic=True).repeat(size)
-    frames, groups = [], []
-    if strained:
-        b = base.copy(); b.rattle(0.02, seed=seed)
-        modes = [np.diag([1.0, 0, 0]), np.diag([0, 1.0, 0]), np.diag([0, 0, 1.0]), np.array([[0, .5, 0], [.5, 0, 0], [0, 0, 0]]),
-                 np.array([[0, 0, 0], [0, 0, .5], [0, .5, 0]]), np.array([[0, 0, .5], [0, 0, 0], [.5, 0, 0]])]
-        for mode in modes:
-            for s in (-0.02, -0.01, 0.01, 0.02):
-                a = b.copy(); a.set_cell(b.cell.array @ (np.eye(3) + s * mode), scale_atoms=True)
-                frames.append(a); groups.append("Elastic")
-    for k in range(n_rattled):
-        a = base.copy(); a.rattle(rattle, seed=seed + 1 + k); frames.append(a); groups.append("AIMD-NVT")
-    for a in frames: a.calc = EMT()
-    return frames, groups
-
-def emt_copper_set(folder, n_rattled: int = 8) -> dict[str, Path]:
-    """A tiny crystal set in the mlearn format, labelled by ASE's EMT potential (it runs anywhere, offline): in `folder`,
-    training.json (a strained series of one copper cell, 6 strain modes x 4 strains, whose stresses fix the stress
-    order, and `n_rattled` rattled cells), test.json (6 rattled cells) and ood.json (4 doubled cells, rattled harder).
-    For smoke tests, and to try the crystal tables without the mlearn files. Returns {"train", "test", "ood"}: paths."""
-    folder = Path(folder)
-    frames, groups = _emt_copper_cells(n_rattled)
-    test, _ = _emt_copper_cells(6, seed=100, strained=False)
-    ood, _ = _emt_copper_cells(4, seed=200, strained=False, size=(2, 1, 1), rattle=0.12)
-    return {"train": write_mlearn(frames, folder / "training.json", groups=groups),
-            "test": write_mlearn(test, folder / "test.json"), "ood": write_mlearn(ood, folder / "ood.json")}
 
 # %% ../../nbs/experiments/02_crystals.ipynb #1da5032d
 def pretrained_of(pretrained, method: str):
@@ -286,23 +225,7 @@ def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir, pret
         raise ValueError(f"{run_dir} holds a finished run that is not this table's: {'; '.join(diff)}. Give another "
                          "out_dir or layout, or remove that folder")
 
-# %% ../../nbs/experiments/02_crystals.ipynb #425c0429
-def load_crystal_sets(train_file, test_files: dict, seed: int, val_fraction: float = 0.05, stress_order: str = "check",
-                      energy_key: str = "energy", forces_key: str = "forces", stress_key: str|None = None) -> dict:
-    """Training, validation and test structures exactly as `anids-train --train ... --test ... --seed ...` makes them
-    (the mlearn stress order measured on the training file and used for every file; `val_fraction` of the training
-    file as validation, drawn with the seed), plus the further test sets. Returns train, val, tests {name: list}, extra."""
-    names = list(test_files)
-    keys = dict(energy_key=energy_key, forces_key=forces_key, stress_key=stress_key)
-    s = training_sets(train_file, test=test_files[names[0]], seed=seed, val_fraction=val_fraction, stress_order=stress_order, **keys)
-    train, val, extra = s["train"], s["val"], s["extra"]
-    tests = {names[0]: s["test"]}
-    for name in names[1:]:
-        tests[name] = D.read_structures(test_files[name], **keys, stress_order=extra.get("stress_order", stress_order))
-    for name, s in [("training set", train), ("validation set", val), *((f"test set {k}", v) for k, v in tests.items())]:
-        validate_structures(s, max_z=100, name=name)
-    return {"train": train, "val": val, "tests": tests, "extra": {**extra, "test_files": {k: str(v) for k, v in test_files.items()}}}
-
+# %% ../../nbs/experiments/02_crystals.ipynb #e02cec1d
 def _further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, energy_key, forces_key) -> dict:
     "Test errors of a run's model.pt on a further test set, computed once and kept in run_dir/test_<name>.json."
     cache = run_dir / f"test_{name}.json"
@@ -314,6 +237,7 @@ def _further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, ene
     m = {**in_units(evaluate(model, structures, metrics["config"].get("eval_batch_size", 32)), "eV"), "file": str(path)}
     cache.write_text(json.dumps(m, indent=1))
     return m
+
 
 # %% ../../nbs/experiments/02_crystals.ipynb #14909e1c
 def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: str = CPU_RECIPE, out_dir="runs/mlearn",

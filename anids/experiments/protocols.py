@@ -6,21 +6,22 @@ import json, time, warnings
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
-from ..data import datasets as D
 from ..data.units import force_factor
-from ..train import RECIPES, make_config, fit, unused_run_dir
+from ..train import RECIPES, make_config, fit, unused_run_dir, check_budget
 from ..provenance import versions, repo_root
 from .paper import PAPER_TABLES
 from .sections import (MD17_COLUMNS, MEASURED, NOT_RUN, Section, read_json, require, machine_of, run_label, seed_stats,
                                         fmt_stat, _append_rows, _files, _ours_line, _short_rev)
 import math
 import pandas as pd
+from ..data.labelled_sets import md17_splits
+
 
 # %% auto #0
 __all__ = ['BUDGETS', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS',
-           'COST_MAP', 'check_budget', 'budget_parameter', 'md17_splits', 'describe_data', 'finetune_sets', 'run_md17',
-           'write_results', 'learning_curves', 'check_output', 'output_dirs', 'cost_table', 'study_dirs', 'load_study',
-           'run_jobs', 'seed_table', 'md17_section', 'overhead_files', 'cost_section']
+           'COST_MAP', 'budget_parameter', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
+           'check_output', 'output_dirs', 'cost_table', 'study_dirs', 'load_study', 'run_jobs', 'seed_table',
+           'md17_section', 'overhead_files', 'cost_section']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
@@ -31,18 +32,8 @@ MD17_BUDGETS = {"demo": "md17-demo", "paper": "md17-paper"}
 MD17_PRETRAINED = {"demo": "qm9", "paper": "pcqm4mv2"}
 """The pre-trained weights of each `run_md17` budget (`pretrained="budget"`): `demo` the shipped QM9 checkpoints (PaiNN demo),
 `paper` the checkpoint the `paper-md17` pre-training budget makes (Equiformer L=2 on PCQM4Mv2, the backbone `md17-paper`
-fine-tunes: `anids.experiments.pretrain(method, budget="paper-md17", checkpoint_dir=...)` or
+fine-tunes: `anids.train.pretrain(method, budget="paper-md17", checkpoint_dir=...)` or
 `papermill nbs/pretrain.ipynb out.ipynb -p budget paper-md17`), resolved by name (`anids.train.resolve_pretrained`)."""
-
-def check_budget(budget: str,
-                 allowed,                        # the budgets `where` has (a tuple, or a dict keyed by them)
-                 where: str,                     # who asks (a function or notebook), for the message
-                ) -> str:
-    """`budget` if `where` has it, else a ValueError listing the budgets of `where`. The one check (and message) of every
-    experiment."""
-    allowed = tuple(allowed)
-    if budget not in allowed: raise ValueError(f"unknown budget {budget!r} for {where}; use one of {' | '.join(allowed)}")
-    return budget
 
 def budget_parameter(budget: str|None,          # the notebook's `budget` parameter
                      allowed=BUDGETS,           # the budgets the notebook has
@@ -60,30 +51,6 @@ def _paper_md17_rows(rows=("DeNS (Lmax=2)", "AniDS (Lmax=2)", "PaiNN")) -> dict:
 PAPER_TABLE1 = _paper_md17_rows()
 "The paper's Table 1 rows printed beside an MD17 run (force MAE, kcal/mol/A, original MD17), from `PAPER_TABLES`."
 
-def md17_splits(molecule: str, dataset: str = "bundled", seed: int = 0, n_train: int = 950, n_val: int = 50,
-                max_test: int|None = None, data_dir=None) -> dict:
-    "Train / val / test structures of an MD17 molecule (950 / 50 / rest) and a description of the data."
-    frames = D.load_md17(molecule, source=dataset, data_dir=data_dir)
-    tr, va, te = D.split_indices(len(frames), n_train=n_train, n_val=n_val, seed=seed)
-    if max_test is not None: te = te[:max_test]
-    info = {"molecule": molecule, "dataset": dataset, "n_frames": len(frames), "n_atoms": int(frames[0].z.numel())}
-    if dataset == "bundled":
-        info["file"] = str(D.bundled_path(molecule))
-        info["provenance"] = D.read_provenance(D.bundled_path(molecule))
-    return {"train": [frames[i] for i in tr], "val": [frames[i] for i in va], "test": [frames[i] for i in te], "info": info}
-
-# %% ../../nbs/experiments/01_protocols.ipynb #ba64ad5c
-def describe_data(info: dict) -> str:
-    "One line saying what data a run used: set, file, size, and how the bundled files were made (method, MD temperature)."
-    line = f"data: {info['dataset']} {info['molecule']} ({info['n_frames']} frames, {info['n_atoms']} atoms)"
-    if info.get("file"): line += f" from {info['file']}"
-    prov = info.get("provenance") or {}
-    if prov:
-        md = prov.get("md", {})
-        temp = md.get("temperature_K", prov.get("temperature_K"))
-        line += f"; made by {prov.get('method', 'an unrecorded method')}"
-        line += f" Langevin MD at {temp:g} K" if temp is not None else " (MD temperature not recorded)"
-    return line
 
 # %% ../../nbs/experiments/01_protocols.ipynb #1111f2d4
 def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,

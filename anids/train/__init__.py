@@ -4,7 +4,7 @@
 __all__ = []
 
 # %% ../../nbs/train/00_index.ipynb #50ce0961
-"""Training: configuration, the Lightning module, checkpoints, `fit` and the command line. `config` (the settings and recipes), `module` (the Lightning module, the weight average, `evaluate`), `checkpoints` (named pre-trained weights, the generator's scheme), `run_folders` (a run's folder: claimed, every file complete or absent), `callbacks` (what runs beside Lightning's loop: clock, progress, random streams, checkpoint writer, loss spikes), `loop` (`fit`), `fast` (training steps of fixed shapes without host synchronisation, CUDA graphs) and `cli` (`anids-train`). `from anids.train import fit, make_config` keeps working: the package holds the names of its modules but `cli`."""
+"""Training: configuration, the Lightning module, checkpoints, `fit` and the command line. `config` (the settings and recipes), `module` (the Lightning module, the weight average, `evaluate`), `checkpoints` (named pre-trained weights, the generator's scheme), `run_folders` (a run's folder: claimed, every file complete or absent), `callbacks` (what runs beside Lightning's loop: clock, progress, random streams, checkpoint writer, loss spikes), `loop` (`fit`), `fast` (training steps of fixed shapes without host synchronisation, CUDA graphs), `pretraining` (Algorithm 1 at a budget, the checkpoint it writes and what measures it) and `cli` (`anids-train`). `from anids.train import fit, make_config` keeps working: the package holds the names of its modules but `cli`."""
 # the names of the former module anids.train keep working from the package
 from .config import *  # noqa: F403
 from .module import *  # noqa: F403
@@ -13,3 +13,4 @@ from .run_folders import *  # noqa: F403
 from .callbacks import *  # noqa: F403
 from .loop import *  # noqa: F403
 from .fast import *  # noqa: F403
+from .pretraining import *  # noqa: F403

@@ -41,7 +41,7 @@ def pretrained_name(dataset: str, backbone: str, preset: str, method: str) -> st
 # %% ../../nbs/train/03_checkpoints.ipynb #9566b371
 def pretrain_command(dataset: str, config: TrainConfig) -> str:
     """The commands that make the named checkpoint `pretrained_name(dataset, <config's backbone, preset, method>)`:
-    `anids.experiments.pretrain` and `nbs/pretrain.ipynb` with the pre-training budget (`PRETRAIN_BUDGETS`) of that
+    `anids.train.pretrain` and `nbs/pretrain.ipynb` with the pre-training budget (`PRETRAIN_BUDGETS`) of that
     data set, backbone and preset (else a budget of the data set with the backbone and preset given), writing to
     `local_checkpoint_dir()`, where `resolve_pretrained` looks."""
     from anids.train.config import PRETRAIN_BUDGETS
@@ -55,7 +55,7 @@ def pretrain_command(dataset: str, config: TrainConfig) -> str:
     where = local_checkpoint_dir()
     py = ", ".join([repr(config.method)] + [f"{k}={v!r}" for k, v in args.items()] + [f"checkpoint_dir={str(where)!r}"])
     pm = " ".join(f"-p {k} {v}" for k, v in {"method": config.method, **args}.items())
-    return (f"`anids.experiments.pretrain({py})` or `papermill nbs/pretrain.ipynb out.ipynb {pm}` (it writes to {where})")
+    return (f"`anids.train.pretrain({py})` or `papermill nbs/pretrain.ipynb out.ipynb {pm}` (it writes to {where})")
 
 # %% ../../nbs/train/03_checkpoints.ipynb #9a5c6b99
 def resolve_pretrained(pretrained, config: TrainConfig) -> Path:

@@ -14,7 +14,7 @@ from ..provenance import read_toml
 
 # %% auto #0
 __all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'PER_MOLECULE', 'PRETRAIN_BUDGETS', 'DEVIATION_KEYS',
-           'TrainConfig', 'make_config', 'paper_deviations', 'deviations_markdown']
+           'TrainConfig', 'make_config', 'check_budget', 'paper_deviations', 'deviations_markdown']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
@@ -206,9 +206,21 @@ def make_config(recipe: str|None = None, molecule: str|None = None, **overrides)
     return TrainConfig(**cfg)
 
 PRETRAIN_BUDGETS = read_toml("recipes", "pretrain.toml")["budget"]
-"""Pre-training budgets of Algorithm 1 (`anids.experiments.pretrain(budget=...)`), from data/recipes/pretrain.toml: the
+"""Pre-training budgets of Algorithm 1 (`anids.train.pretrain(budget=...)`), from data/recipes/pretrain.toml: the
 PCQM4Mv2 table for the EquiformerV2 tables (`paper`) and for MD17's Equiformer (`paper-md17`), and the shipped
 checkpoints' recipe on QM9 (`demo`). `config` holds further TrainConfig settings of the budget."""
+
+# %% ../../nbs/train/01_config.ipynb #4290cce4
+def check_budget(budget: str,
+                 allowed,                        # the budgets `where` has (a tuple, or a dict keyed by them)
+                 where: str,                     # who asks (a function or notebook), for the message
+                ) -> str:
+    """`budget` if `where` has it, else a ValueError listing the budgets of `where`. The one check (and message) of every
+    experiment."""
+    allowed = tuple(allowed)
+    if budget not in allowed: raise ValueError(f"unknown budget {budget!r} for {where}; use one of {' | '.join(allowed)}")
+    return budget
+
 
 # %% ../../nbs/train/01_config.ipynb #4b944c18
 DEVIATION_KEYS = ("key", "what", "paper", "authors", "default", "setting", "paper_value", "paper_recipes", "why", "effect")

@@ -453,3 +453,27 @@ def ablation_sections(results_dir) -> list[Section]:
         sections.append(Section(paper.key, paper.title, df, paper, MEASURED if parsed else NOT_RUN, prov, notes,
                                 [f.name for f in files], extra, data))
     return sections
+
+# %% ../../nbs/experiments/08_ablation.ipynb #8979f1af
+def _ablation_figure(report, plt):
+    "Table 3 (a), (b): relative change against no pre-training: the figure, or None before ours are measured."
+    parts = [report.section(k) for k in ("ablation_a", "ablation_b")]
+    if any(p.data["ours"] for p in parts):
+        fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True)
+        for ax, sec in zip(axes, parts):
+            rows = list(sec.data["paper"].index)
+            base = sec.data["paper"]["EqV2-No pre-train"]
+            series = {"paper (EqV2, MD17 aspirin)": [100 * (sec.data["paper"][r] - base) / base for r in rows]}
+            for stem, st in sec.data["ours"].items():
+                b = st["EqV2-No pre-train"].mean if st.get("EqV2-No pre-train") else math.nan
+                series[f"ours ({stem})"] = [100 * (st[r].mean - b) / b if st.get(r) else math.nan for r in rows]
+            h = 0.8 / len(series)
+            for k, (name, vals) in enumerate(series.items()):
+                ax.barh(np.arange(len(rows)) + k * h, vals, height=h, label=name)
+            ax.axvline(0, color="k", lw=0.5)
+            ax.set_yticks(np.arange(len(rows)) + 0.4 - h / 2, rows)
+            ax.set_xlabel("force MAE change vs no pre-train (%)"); ax.set_title(f"Table {sec.paper.number}")
+        axes[0].invert_yaxis(); axes[1].legend(fontsize=6)
+        return fig
+    return None
+

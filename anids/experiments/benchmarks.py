@@ -4,6 +4,7 @@
 from __future__ import annotations
 import json, math, re, time
 from pathlib import Path
+import numpy as np
 from ..train import make_config
 from ..provenance import versions, read_toml
 from ..train.config import check_budget
@@ -174,3 +175,21 @@ def md22_section(results_dir) -> Section:
             df.loc[row, col] = fmt_stat(_stat(v, "force_mae_meV_A"), 2)
     return Section("md22", paper.title, df, paper, MEASURED if recs else NOT_RUN, prov,
                    ["The paper's table names no quantity; its numbers are force MAEs in meV/Å, ours too (`force_mae_meV_A`)."], files)
+
+# %% ../../nbs/experiments/09_benchmarks.ipynb #e025f0eb
+def _rmd17_figure(report, plt):
+    "Table 6: rMD17 per molecule, once measured: the figure, or None before ours are measured."
+    s = report.section("rmd17")
+    if s.data["ours"]:
+        cols = list(s.data["paper"].columns)
+        fig, ax = plt.subplots(figsize=(6, 2.8))
+        series = {f"paper: {r}": list(s.data["paper"].loc[r, cols]) for r in ("MACE", "EquiformerV2 + DeNS", "EquiformerV2 + AniDS (Ours)")}
+        for label, st in s.data["ours"].items(): series[f"ours: {label}"] = [st[c].mean if c in st and st[c] else math.nan for c in cols]
+        h = 0.8 / len(series)
+        for k, (name, vals) in enumerate(series.items()):
+            ax.bar(np.arange(len(cols)) + k * h, vals, width=h, label=name)
+        ax.set_xticks(np.arange(len(cols)) + 0.4 - h / 2, cols); ax.set_yscale("log"); ax.set_ylabel("force MAE (meV/Å)")
+        ax.set_title("Table 6 (rMD17)"); ax.legend(fontsize=6)
+        return fig
+    return None
+

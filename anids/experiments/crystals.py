@@ -14,12 +14,15 @@ from ..method.noise import NOISE_METHODS
 from . import run_jobs
 from ..train.config import check_budget
 from ..provenance import read_toml
+from .paper import PAPER_TABLES
+from .sections import (MEASURED, NOT_RUN, Section, Stat, fmt_stat, read_json, require, _append_rows, _files,
+                                        _generic_section, _group, _ours_line, _runs_of, _stat)
 
 
 # %% auto #0
 __all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'pretrained_of',
            'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'crystal_run',
-           'run_crystals', 'run_setup']
+           'run_crystals', 'run_setup', 'oc22_section', 'mptrj_section', 'mlearn_section']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 def _crystal_tables() -> dict:
@@ -315,3 +318,61 @@ def run_setup(setup: CrystalSetup, methods=("none", "dens", "anids"), seeds=(0, 
     kw.setdefault("pretrained", setup.pretrained)
     return run_crystals(setup.train_file, setup.test_files, methods, seeds, recipe=setup.recipe, system=setup.system,
                         out_dir=out_dir, stress_key=setup.stress_key, **setup.overrides, **kw)
+
+# %% ../../nbs/experiments/02_crystals.ipynb #eecd90b3
+_E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
+"Table 2's column groups, energy and force (the OC22 section names its columns with them)."
+
+
+# %% ../../nbs/experiments/02_crystals.ipynb #b77d12e3
+def oc22_section(results_dir) -> Section:
+    paper = PAPER_TABLES["oc22"]
+    recs, prov, files = _runs_of(results_dir, "oc22")
+    ours = {}
+    for label, rs in _group(recs).items():
+        for r in rs:
+            r["e_avg"] = (r["energy_mae_meV_id"] + r["energy_mae_meV_ood"]) / 2
+            r["f_avg"] = (r["force_mae_meV_A_id"] + r["force_mae_meV_A_ood"]) / 2
+        p = _stat(rs, "n_parameters")
+        ours[label] = {("Params", ""): f"{p.mean / 1e6:.0f}M" if p else "—",
+                       (_E, "ID"): fmt_stat(_stat(rs, "energy_mae_meV_id"), 1), (_E, "OOD"): fmt_stat(_stat(rs, "energy_mae_meV_ood"), 1),
+                       (_E, "Avg"): fmt_stat(_stat(rs, "e_avg"), 1), (_F, "ID"): fmt_stat(_stat(rs, "force_mae_meV_A_id"), 2),
+                       (_F, "OOD"): fmt_stat(_stat(rs, "force_mae_meV_A_ood"), 2), (_F, "Avg"): fmt_stat(_stat(rs, "f_avg"), 2)}
+    return Section("oc22", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov,
+                   ["Avg is the mean of ID and OOD, per seed, as in the paper."], files)
+
+def mptrj_section(results_dir) -> Section:
+    paper = PAPER_TABLES["mptrj_alexandria"]
+    recs, prov, files = _runs_of(results_dir, "mptrj_alexandria")
+    ours = {}
+    for label, rs in _group(recs).items():
+        p = _stat(rs, "n_parameters")
+        ours[label] = {"Params": f"{p.mean / 1e6:.1f}M" if p else "—", "Energy (eV)": fmt_stat(_stat(rs, "energy_mae_eV"), 4),
+                       "Force (eV/Å)": fmt_stat(_stat(rs, "force_mae_eV_A"), 4),
+                       "Stress (eV/Å³)": fmt_stat(_stat(rs, "stress_mae_eV_A3"), 4) if _stat(rs, "stress_mae_eV_A3") else "—"}
+    return Section("mptrj_alexandria", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov,
+                   ["The paper's test set: 15k random ALEXANDRIA structures."], files)
+
+# %% ../../nbs/experiments/02_crystals.ipynb #bf7cfe49
+def mlearn_section(results_dir) -> Section:
+    """Ours on the mlearn crystals, and MACE where a results file carries a `mace` entry (MACE trained on the same split
+    at the CPU time of our runs; `anids.experiments.crystal_results.read_mace` plus the budget): one row per file, named by it."""
+    sec = _generic_section(results_dir, "mlearn", "Ours only: mlearn", "The paper has no mlearn table.")
+    for f in _files(results_dir, "mlearn_*.json"):
+        d = read_json(f)
+        if not d.get("mace"): continue
+        require(d["mace"], ["metrics"], f, ", mace")
+        systems = sorted({str(r.get("system")) for r in d.get("runs", [])})
+        label = f"{'/'.join(systems)} / MACE [{f.stem}]"
+        row = {}
+        for k, e in d["mace"]["metrics"].items():
+            require(e, ["mean", "std", "values"], f, f", mace.metrics[{k!r}]")
+            row[k] = fmt_stat(Stat(e["mean"], e["std"], len(e["values"])), 3)
+        for k in row:
+            if k not in sec.table.columns: sec.table[k] = "—"
+        sec.table.loc[label] = [row.get(k, "—") for k in sec.table.columns]
+        budget = d["mace"].get("budget") or {}
+        sec.provenance.append(_ours_line(f"{f.name}, mace", "MACE on the same split" + (f": {budget['how']}" if budget.get("how") else ""),
+                                         sorted(e for e in next(iter(d["mace"]["metrics"].values()))["values"]),
+                                         "as the description says", None))
+    return sec

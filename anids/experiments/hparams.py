@@ -5,7 +5,7 @@ from __future__ import annotations
 import math, re
 import pandas as pd
 from .paper import PAPER_TABLES
-from .sections import Section, MD17_COLUMNS
+from .sections import REPORT_DATA, Section, MD17_COLUMNS
 
 # %% auto #0
 __all__ = ['RECIPE_OF_TABLE', 'hparam_ours', 'hparam_section']
@@ -24,19 +24,9 @@ def _hp_same(a, b) -> bool:
     a, b = _hp_value(a), _hp_value(b)
     return math.isclose(a, b, rel_tol=1e-9) if isinstance(a, float) and isinstance(b, float) else a == b
 
-def _eqv2_model_column(preset: dict) -> dict:
-    L = preset["lmax"]
-    return {"Cutoff radius (Å)": preset["cutoff"], "Maximum number of neighbors": preset["max_neighbors"],
-            "Number of radial bases": preset["num_radial_basis"],
-            r"Dimension of hidden scalar features in radial functions $d_{edge}$": f"(0, {preset['edge_channels']})",
-            r"Maximum degree $L_{max}$": L, r"Maximum order $M_{max}$": preset["mmax"], "Number of Transformer blocks": preset["num_layers"],
-            r"Embedding dimension $d_{embed}$": f"({L}, {preset['sphere_channels']})",
-            r"$f_{ij}^{(L)}$ dimension $d_{attn\_hidden}$": f"({L}, {preset['attn_hidden_channels']})",
-            "Number of attention heads $h$": preset["num_heads"],
-            r"$f_{ij}^{(0)}$ dimension $d_{attn\_alpha}$": f"(0, {preset['attn_alpha_channels']})",
-            r"Value dimension $d_{attn\_value}$": f"({L}, {preset['attn_value_channels']})",
-            r"Hidden dimension in feed forward networks $d_{ffn}$": f"({L}, {preset['ffn_hidden_channels']})",
-            "Resolution of point samples $R$": preset["grid_resolution"]}
+_EQV2_MODEL_ROWS = REPORT_DATA["eqv2_model_rows"]   # Tables 11 and 13's model rows: templates of a preset's fields
+
+def _eqv2_model_column(preset: dict) -> dict: return {row: t.format(**preset) for row, t in _EQV2_MODEL_ROWS.items()}
 
 RECIPE_OF_TABLE = {"oc22_hparams": "oc22", "mptrj_eqv2_hparams": "mptrj-eqv2", "mptrj_geomformer_hparams": "mptrj"}
 "The training recipes (anids.train.RECIPES) that carry the paper's single-column hyper-parameter tables."

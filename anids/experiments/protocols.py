@@ -419,3 +419,43 @@ def cost_section(results_dir) -> Section:
              "Our DeNS adds no parameters (fixed isotropic noise); DenoiseVAE and AniDS add their generator.",
              "The paper does not say whether its generator was trained or frozen in this timing; its one AniDS ratio is set beside both of ours."]
     return Section("computational_cost", paper.title, df, paper, MEASURED if files else NOT_RUN, prov, notes, used, extra, data)
+
+# %% ../../nbs/experiments/01_protocols.ipynb #588380e1
+def _md17_figure(report, plt):
+    "Table 1: force MAE per molecule, the paper's rows and ours (drawn before ours are measured too)."
+    s = report.section("md17")
+    cols = [c for c in s.data["paper"].columns if c != "Avg"]
+    fig, ax = plt.subplots(figsize=(7.5, 3.2))
+    x = np.arange(len(cols))
+    for k, row in enumerate(("PaiNN", "DeNS (Lmax=2)", "DeNS (Lmax=3)", "AniDS (Lmax=2)")):
+        ax.plot(x + 0.06 * k, s.data["paper"].loc[row, cols], "o", ms=4, label=f"paper: {row}")
+    for k, (label, st) in enumerate(s.data["ours"].items()):
+        pts = [(i, st[c]) for i, c in enumerate(cols) if c in st and st[c].n]
+        if pts:
+            ax.errorbar([i + 0.3 + 0.06 * k for i, _ in pts], [p.mean for _, p in pts],
+                        yerr=[p.std if p.n > 1 else 0 for _, p in pts], fmt="s", ms=5, capsize=2, label=label)
+    ax.set_xticks(x + 0.1, cols, rotation=20); ax.set_yscale("log"); ax.set_ylabel("force MAE (kcal/mol/Å)")
+    ax.set_title("Table 1 (MD17): the paper's rows and ours" + ("" if s.data["ours"] else " (ours: not run yet)"))
+    ax.legend(fontsize=6, ncol=2)
+    return fig
+
+
+# %% ../../nbs/experiments/01_protocols.ipynb #5f352ae0
+def _computational_cost_figure(report, plt):
+    "Table 17: time per epoch relative to no noise: the figure, or None before ours are measured."
+    s = report.section("computational_cost")
+    if s.data["ours"]:
+        rows = list(s.data["paper"].index)
+        series = {"paper (H100)": list(s.data["paper"])}
+        for stem, r in s.data["ours"].items(): series[f"ours ({stem.replace('computational_cost_', '')})"] = [r.get(p, math.nan) for p in rows]
+        fig, ax = plt.subplots(figsize=(6, 2.8))
+        h = 0.8 / len(series)
+        for k, (name, vals) in enumerate(series.items()):
+            ax.bar(np.arange(len(rows)) + k * h, vals, width=h, label=name)
+        for k, (name, v) in enumerate(s.data.get("overhead", {}).items()):
+            if k: ax.axhline(v, ls="--", lw=0.8, color=f"C{len(series) + k}", label=f"bench_overhead (PaiNN): {name}")
+        ax.set_xticks(np.arange(len(rows)) + 0.4 - h / 2, rows, rotation=10)
+        ax.set_ylabel("time per epoch / no noise"); ax.set_title("Table 17: training-time overhead")
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        return fig
+    return None

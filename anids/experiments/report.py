@@ -8,57 +8,22 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from .paper import PAPER_TABLES
-from .sections import (REPORT_DATA, RUN_SCHEMAS, MEASURED, NOT_RUN, Section, Stat, read_json, require,
-                                        machine_of, run_label, seed_stats, fmt_stat, tex, LATEX_PREAMBLE, _CONTEXT_KEYS,
-                                        _append_rows, _files, _is_number, _latex_table, _md_table, _metric, _ours_line,
-                                        _short_rev, _runs_of, _group, _stat)
+from .sections import (REPORT_DATA, MEASURED, NOT_RUN, Section, Stat, read_json, require, machine_of,
+                                        seed_stats, fmt_stat, tex, LATEX_PREAMBLE, _generic_section, _latex_table,
+                                        _md_table, _metric, _ours_line, _short_rev, _runs_of)
 from .hparams import hparam_section
-# each paper table's section lives with its protocol
-from .protocols import md17_section, cost_section
-from .ablation import ablation_sections
-from .benchmarks import rmd17_section, md22_section
+# each paper table's section and figure live with its protocol
+from .protocols import md17_section, cost_section, _md17_figure, _computational_cost_figure
+from .crystals import oc22_section, mptrj_section, mlearn_section
+from .ablation import ablation_sections, _ablation_figure
+from .benchmarks import rmd17_section, md22_section, _rmd17_figure
 from .pretraining import pretrain_section
 from .case_study import case_study_section
 
 # %% auto #0
 __all__ = ['GEOMOPT_COLUMNS', 'HEADLINE_ROWS', 'HEADLINE_OURS', 'HEADLINE_MACE', 'HEADLINE_SWEEP', 'HPARAM_TABLES',
-           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'REPORT_FIGURES', 'oc22_section', 'mptrj_section',
-           'geometry_section', 'mlearn_section', 'benchmark_section', 'compare_mace_section', 'headline_table',
-           'Report', 'build_report', 'report_figures']
-
-# %% ../../nbs/experiments/06_report.ipynb #eecd90b3
-_E, _F = [g for g in dict.fromkeys(PAPER_TABLES["oc22"].frame.columns.get_level_values(0)) if g != "Params"]
-"Table 2's column groups, energy and force (the OC22 section names its columns with them)."
-
-
-# %% ../../nbs/experiments/06_report.ipynb #b77d12e3
-def oc22_section(results_dir) -> Section:
-    paper = PAPER_TABLES["oc22"]
-    recs, prov, files = _runs_of(results_dir, "oc22")
-    ours = {}
-    for label, rs in _group(recs).items():
-        for r in rs:
-            r["e_avg"] = (r["energy_mae_meV_id"] + r["energy_mae_meV_ood"]) / 2
-            r["f_avg"] = (r["force_mae_meV_A_id"] + r["force_mae_meV_A_ood"]) / 2
-        p = _stat(rs, "n_parameters")
-        ours[label] = {("Params", ""): f"{p.mean / 1e6:.0f}M" if p else "—",
-                       (_E, "ID"): fmt_stat(_stat(rs, "energy_mae_meV_id"), 1), (_E, "OOD"): fmt_stat(_stat(rs, "energy_mae_meV_ood"), 1),
-                       (_E, "Avg"): fmt_stat(_stat(rs, "e_avg"), 1), (_F, "ID"): fmt_stat(_stat(rs, "force_mae_meV_A_id"), 2),
-                       (_F, "OOD"): fmt_stat(_stat(rs, "force_mae_meV_A_ood"), 2), (_F, "Avg"): fmt_stat(_stat(rs, "f_avg"), 2)}
-    return Section("oc22", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov,
-                   ["Avg is the mean of ID and OOD, per seed, as in the paper."], files)
-
-def mptrj_section(results_dir) -> Section:
-    paper = PAPER_TABLES["mptrj_alexandria"]
-    recs, prov, files = _runs_of(results_dir, "mptrj_alexandria")
-    ours = {}
-    for label, rs in _group(recs).items():
-        p = _stat(rs, "n_parameters")
-        ours[label] = {"Params": f"{p.mean / 1e6:.1f}M" if p else "—", "Energy (eV)": fmt_stat(_stat(rs, "energy_mae_eV"), 4),
-                       "Force (eV/Å)": fmt_stat(_stat(rs, "force_mae_eV_A"), 4),
-                       "Stress (eV/Å³)": fmt_stat(_stat(rs, "stress_mae_eV_A3"), 4) if _stat(rs, "stress_mae_eV_A3") else "—"}
-    return Section("mptrj_alexandria", paper.title, _append_rows(paper, ours), paper, MEASURED if recs else NOT_RUN, prov,
-                   ["The paper's test set: 15k random ALEXANDRIA structures."], files)
+           'REPORT_TITLE', 'REPORT_INTRO', 'REPORT_HEADER', 'REPORT_FIGURES', 'geometry_section', 'benchmark_section',
+           'compare_mace_section', 'headline_table', 'Report', 'build_report', 'report_figures']
 
 # %% ../../nbs/experiments/06_report.ipynb #0e9c5add
 GEOMOPT_COLUMNS = {"anids": "AniDS", "dens": "DeNS", "none": "No Denoising"}
@@ -92,48 +57,6 @@ def geometry_section(results_dir) -> Section:
     notes = ["Structure i of ours is not the paper's structure i (both are random equilibrium structures of MD17 aspirin); "
              "the Average row and the differences between methods are what compares. RMSD in Å."]
     return Section("geometry_optimisation", paper.title, df, paper, MEASURED if recs else NOT_RUN, prov, notes, files, data=data)
-
-# %% ../../nbs/experiments/06_report.ipynb #46eb828c
-def _generic_section(results_dir, kind: str, title: str, note: str) -> Section:
-    recs, prov, files = _runs_of(results_dir, kind)
-    group_keys = [k for k in RUN_SCHEMAS[kind]["group"] if k != "method"]
-    skip = {"seed", "file", "n_parameters", "structure_indices", *_CONTEXT_KEYS, *group_keys}
-    metrics = sorted({k for r in recs for k, v in r.items() if k not in skip and _is_number(v)})
-    rows = {}
-    label_of = lambda r: " / ".join([str(r.get(k, "—")) for k in group_keys] + [run_label(r)])
-    files_of = {}
-    for r in recs: files_of.setdefault(label_of(r), set()).add(r["file"])
-    # the same runs in several files (one recipe at 40 and at 120 epochs, say) are different experiments: a row each
-    key = lambda r: label_of(r) + (f" [{Path(r['file']).stem}]" if len(files_of[label_of(r)]) > 1 else "")
-    for label, rs in _group(recs, key).items():
-        rows[label] = {m: fmt_stat(_stat(rs, m), 3) if _stat(rs, m) else "—" for m in metrics}
-    df = pd.DataFrame.from_dict(rows, orient="index") if rows else pd.DataFrame({"ours": [NOT_RUN]}, index=["—"])
-    df.index.name = " / ".join(group_keys + ["model"])
-    return Section(kind, title, df, None, MEASURED if recs else NOT_RUN, prov, [note], files)
-
-# %% ../../nbs/experiments/06_report.ipynb #bf7cfe49
-def mlearn_section(results_dir) -> Section:
-    """Ours on the mlearn crystals, and MACE where a results file carries a `mace` entry (MACE trained on the same split
-    at the CPU time of our runs; `anids.experiments.crystal_results.read_mace` plus the budget): one row per file, named by it."""
-    sec = _generic_section(results_dir, "mlearn", "Ours only: mlearn", "The paper has no mlearn table.")
-    for f in _files(results_dir, "mlearn_*.json"):
-        d = read_json(f)
-        if not d.get("mace"): continue
-        require(d["mace"], ["metrics"], f, ", mace")
-        systems = sorted({str(r.get("system")) for r in d.get("runs", [])})
-        label = f"{'/'.join(systems)} / MACE [{f.stem}]"
-        row = {}
-        for k, e in d["mace"]["metrics"].items():
-            require(e, ["mean", "std", "values"], f, f", mace.metrics[{k!r}]")
-            row[k] = fmt_stat(Stat(e["mean"], e["std"], len(e["values"])), 3)
-        for k in row:
-            if k not in sec.table.columns: sec.table[k] = "—"
-        sec.table.loc[label] = [row.get(k, "—") for k in sec.table.columns]
-        budget = d["mace"].get("budget") or {}
-        sec.provenance.append(_ours_line(f"{f.name}, mace", "MACE on the same split" + (f": {budget['how']}" if budget.get("how") else ""),
-                                         sorted(e for e in next(iter(d["mace"]["metrics"].values()))["values"]),
-                                         "as the description says", None))
-    return sec
 
 # %% ../../nbs/experiments/06_report.ipynb #89bf0f35
 _BENCH_READ_ELSEWHERE = ("bench_overhead",)   # the computational-cost table reads bench_overhead*.json
@@ -357,84 +280,7 @@ def build_report(results_dir="results") -> Report:
                         for p in sorted(rd.glob("*.json"))] or [{"file": "—", "read into": "no results files"}]).set_index("file")
     return Report(sections, inv, str(rd))
 
-# %% ../../nbs/experiments/06_report.ipynb #60db80b4
-def _md17_figure(report: Report, plt):
-    "Table 1: force MAE per molecule, the paper's rows and ours (drawn before ours are measured too)."
-    s = report.section("md17")
-    cols = [c for c in s.data["paper"].columns if c != "Avg"]
-    fig, ax = plt.subplots(figsize=(7.5, 3.2))
-    x = np.arange(len(cols))
-    for k, row in enumerate(("PaiNN", "DeNS (Lmax=2)", "DeNS (Lmax=3)", "AniDS (Lmax=2)")):
-        ax.plot(x + 0.06 * k, s.data["paper"].loc[row, cols], "o", ms=4, label=f"paper: {row}")
-    for k, (label, st) in enumerate(s.data["ours"].items()):
-        pts = [(i, st[c]) for i, c in enumerate(cols) if c in st and st[c].n]
-        if pts:
-            ax.errorbar([i + 0.3 + 0.06 * k for i, _ in pts], [p.mean for _, p in pts],
-                        yerr=[p.std if p.n > 1 else 0 for _, p in pts], fmt="s", ms=5, capsize=2, label=label)
-    ax.set_xticks(x + 0.1, cols, rotation=20); ax.set_yscale("log"); ax.set_ylabel("force MAE (kcal/mol/Å)")
-    ax.set_title("Table 1 (MD17): the paper's rows and ours" + ("" if s.data["ours"] else " (ours: not run yet)"))
-    ax.legend(fontsize=6, ncol=2)
-    return fig
-
-def _ablation_figure(report: Report, plt):
-    "Table 3 (a), (b): relative change against no pre-training: the figure, or None before ours are measured."
-    parts = [report.section(k) for k in ("ablation_a", "ablation_b")]
-    if any(p.data["ours"] for p in parts):
-        fig, axes = plt.subplots(1, 2, figsize=(8, 2.8), sharey=True)
-        for ax, sec in zip(axes, parts):
-            rows = list(sec.data["paper"].index)
-            base = sec.data["paper"]["EqV2-No pre-train"]
-            series = {"paper (EqV2, MD17 aspirin)": [100 * (sec.data["paper"][r] - base) / base for r in rows]}
-            for stem, st in sec.data["ours"].items():
-                b = st["EqV2-No pre-train"].mean if st.get("EqV2-No pre-train") else math.nan
-                series[f"ours ({stem})"] = [100 * (st[r].mean - b) / b if st.get(r) else math.nan for r in rows]
-            h = 0.8 / len(series)
-            for k, (name, vals) in enumerate(series.items()):
-                ax.barh(np.arange(len(rows)) + k * h, vals, height=h, label=name)
-            ax.axvline(0, color="k", lw=0.5)
-            ax.set_yticks(np.arange(len(rows)) + 0.4 - h / 2, rows)
-            ax.set_xlabel("force MAE change vs no pre-train (%)"); ax.set_title(f"Table {sec.paper.number}")
-        axes[0].invert_yaxis(); axes[1].legend(fontsize=6)
-        return fig
-    return None
-
-# %% ../../nbs/experiments/06_report.ipynb #933a8c85
-def _computational_cost_figure(report: Report, plt):
-    "Table 17: time per epoch relative to no noise: the figure, or None before ours are measured."
-    s = report.section("computational_cost")
-    if s.data["ours"]:
-        rows = list(s.data["paper"].index)
-        series = {"paper (H100)": list(s.data["paper"])}
-        for stem, r in s.data["ours"].items(): series[f"ours ({stem.replace('computational_cost_', '')})"] = [r.get(p, math.nan) for p in rows]
-        fig, ax = plt.subplots(figsize=(6, 2.8))
-        h = 0.8 / len(series)
-        for k, (name, vals) in enumerate(series.items()):
-            ax.bar(np.arange(len(rows)) + k * h, vals, width=h, label=name)
-        for k, (name, v) in enumerate(s.data.get("overhead", {}).items()):
-            if k: ax.axhline(v, ls="--", lw=0.8, color=f"C{len(series) + k}", label=f"bench_overhead (PaiNN): {name}")
-        ax.set_xticks(np.arange(len(rows)) + 0.4 - h / 2, rows, rotation=10)
-        ax.set_ylabel("time per epoch / no noise"); ax.set_title("Table 17: training-time overhead")
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        return fig
-    return None
-
 # %% ../../nbs/experiments/06_report.ipynb #aaf6461b
-def _rmd17_figure(report: Report, plt):
-    "Table 6: rMD17 per molecule, once measured: the figure, or None before ours are measured."
-    s = report.section("rmd17")
-    if s.data["ours"]:
-        cols = list(s.data["paper"].columns)
-        fig, ax = plt.subplots(figsize=(6, 2.8))
-        series = {f"paper: {r}": list(s.data["paper"].loc[r, cols]) for r in ("MACE", "EquiformerV2 + DeNS", "EquiformerV2 + AniDS (Ours)")}
-        for label, st in s.data["ours"].items(): series[f"ours: {label}"] = [st[c].mean if c in st and st[c] else math.nan for c in cols]
-        h = 0.8 / len(series)
-        for k, (name, vals) in enumerate(series.items()):
-            ax.bar(np.arange(len(cols)) + k * h, vals, width=h, label=name)
-        ax.set_xticks(np.arange(len(cols)) + 0.4 - h / 2, cols); ax.set_yscale("log"); ax.set_ylabel("force MAE (meV/Å)")
-        ax.set_title("Table 6 (rMD17)"); ax.legend(fontsize=6)
-        return fig
-    return None
-
 def _geometry_optimisation_figure(report: Report, plt):
     "Table 16: RMSD improvement per structure, once measured: the figure, or None before ours are measured."
     s = report.section("geometry_optimisation")
@@ -450,6 +296,7 @@ def _geometry_optimisation_figure(report: Report, plt):
         ax.set_title("Table 16: geometry optimisation"); ax.legend(fontsize=6, ncol=2)
         return fig
     return None
+
 
 # %% ../../nbs/experiments/06_report.ipynb #b39ca04a
 REPORT_FIGURES = {"md17": _md17_figure, "ablation": _ablation_figure, "computational_cost": _computational_cost_figure,

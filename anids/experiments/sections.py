@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
 import pandas as pd
+from fastcore.basics import patch
 from .paper import PaperTable
 from ..provenance import read_toml
 
@@ -190,13 +191,6 @@ class Section:
     extra: dict = field(default_factory=dict)        # further tables: title -> frame
     data: dict = field(default_factory=dict)         # numbers behind the table (for figures)
 
-    def to_markdown(self, figure=None, relative_to=None) -> str:
-        "This section as Markdown (a figure link relative to the directory `relative_to`, if a figure is given)."
-        return _section_markdown(self, figure, relative_to)
-
-    def to_latex(self, figure=None, relative_to=None) -> str:
-        "This section as LaTeX (no preamble)."
-        return _section_latex(self, figure, relative_to)
 
 # %% ../../nbs/experiments/04_sections.ipynb #ac2ecb86
 def _ours_line(file: str, what: str, seeds=(), machine: str = "not recorded", rev: str|None = None) -> str:
@@ -220,8 +214,7 @@ def as_printed(paper: PaperTable) -> pd.DataFrame:
     for col, imp in paper.improvements.items(): df.loc[paper.highlighted, col] = f"{df.loc[paper.highlighted, col]} ({imp})"
     return df
 
-def _files(results_dir, pattern: str) -> list[Path]:
-    return sorted(p for p in Path(results_dir).glob(pattern) if p.is_file())
+def _files(results_dir, pattern: str) -> list[Path]: return sorted(p for p in Path(results_dir).glob(pattern) if p.is_file())
 
 # %% ../../nbs/experiments/04_sections.ipynb #78a3f4df
 _TEX = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#", "_": r"\_", "{": r"\{", "}": r"\}",
@@ -277,7 +270,9 @@ SELECTION_LEAD = REPORT_DATA["text"]["selection_lead"]
 "What starts the line under each table of the paper that says how the paper chose its numbers and how we chose ours."
 
 # %% ../../nbs/experiments/04_sections.ipynb #1056852b
-def _section_markdown(s: Section, figure=None, relative_to=None) -> str:
+@patch
+def to_markdown(s: Section, figure=None, relative_to=None) -> str:
+    "This section as Markdown (a figure link relative to the directory `relative_to`, if a figure is given)."
     out = [f"## {s.title}", ""]
     if s.paper is not None: out += [f"*The paper's caption:* {s.paper.caption} *Its numbers:* {s.paper.quantity}.", ""]
     out += [f"**Our side: {s.status}.**", ""]
@@ -289,7 +284,9 @@ def _section_markdown(s: Section, figure=None, relative_to=None) -> str:
     out += [n for n in s.notes if n]
     return "\n".join(out).rstrip() + "\n"
 
-def _section_latex(s: Section, figure=None, relative_to=None) -> str:
+@patch
+def to_latex(s: Section, figure=None, relative_to=None) -> str:
+    "This section as LaTeX (no preamble)."
     out = [r"\subsection*{" + tex(s.title) + "}"]
     if s.paper is not None:
         out.append(r"\emph{The paper's caption:} " + tex(s.paper.caption) + r" \emph{Its numbers:} " + tex(s.paper.quantity) + ".\n")
@@ -397,3 +394,21 @@ def _stat(rs, metric) -> Stat|None:
     vals = [(r["seed"], r[metric]) for r in rs if metric in r and (r[metric] is not None or r.get("diverged"))]
     where = f"{', '.join(sorted({r['file'] for r in rs}))}, {run_label(rs[0])}, {metric}" if rs else ""
     return seed_stats([v for _, v in vals], [s for s, _ in vals], where) if vals else None
+
+# %% ../../nbs/experiments/04_sections.ipynb #46eb828c
+def _generic_section(results_dir, kind: str, title: str, note: str) -> Section:
+    recs, prov, files = _runs_of(results_dir, kind)
+    group_keys = [k for k in RUN_SCHEMAS[kind]["group"] if k != "method"]
+    skip = {"seed", "file", "n_parameters", "structure_indices", *_CONTEXT_KEYS, *group_keys}
+    metrics = sorted({k for r in recs for k, v in r.items() if k not in skip and _is_number(v)})
+    rows = {}
+    label_of = lambda r: " / ".join([str(r.get(k, "—")) for k in group_keys] + [run_label(r)])
+    files_of = {}
+    for r in recs: files_of.setdefault(label_of(r), set()).add(r["file"])
+    # the same runs in several files (one recipe at 40 and at 120 epochs, say) are different experiments: a row each
+    key = lambda r: label_of(r) + (f" [{Path(r['file']).stem}]" if len(files_of[label_of(r)]) > 1 else "")
+    for label, rs in _group(recs, key).items():
+        rows[label] = {m: fmt_stat(_stat(rs, m), 3) if _stat(rs, m) else "—" for m in metrics}
+    df = pd.DataFrame.from_dict(rows, orient="index") if rows else pd.DataFrame({"ours": [NOT_RUN]}, index=["—"])
+    df.index.name = " / ".join(group_keys + ["model"])
+    return Section(kind, title, df, None, MEASURED if recs else NOT_RUN, prov, [note], files)

@@ -2,13 +2,12 @@
 
 # %% ../../nbs/experiments/03_case_study.ipynb #23a8c89c
 from __future__ import annotations
-import hashlib, json, shutil, time
+import hashlib, json, shutil
 from pathlib import Path
 import numpy as np
 import torch
 from ase import Atoms
-from ..data.molecules import PRETRAIN_MOLECULES, molecule_from_smiles, pdo_crystal
-from ..data.datagen import run_langevin_md
+from ..data.datagen import pretraining_structures
 from ..data.structures import atoms_to_data
 from ..train import make_config, fit, unused_run_dir
 from ..provenance import repo_root, versions
@@ -17,56 +16,8 @@ import pandas as pd
 from .sections import MEASURED, Section, read_json, require, machine_of, _ours_line, _short_rev
 
 # %% auto #0
-__all__ = ['CASE_STUDY_CHECKPOINTS', 'molecular_md_frames', 'rattled_crystal_frames', 'pretraining_structures',
-           'pretrain_generator', 'publish_checkpoint', 'checkpoint_dir', 'make_case_study_checkpoints',
+__all__ = ['CASE_STUDY_CHECKPOINTS', 'pretrain_generator', 'publish_checkpoint', 'checkpoint_dir', 'make_case_study_checkpoints',
            'case_study_section']
-
-# %% ../../nbs/experiments/03_case_study.ipynb #273880e9
-def molecular_md_frames(smiles: str, n_frames: int = 30, temperature_K: float = 500.0, seed: int = 0,
-                        equilibration_steps: int = 200, save_every: int = 20) -> list[Atoms]:
-    "GFN2-xTB Langevin MD frames (positions only) of a molecule from its GFN2 minimum."
-    start = molecule_from_smiles(smiles, seed=seed, fmax=0.05)
-    md = run_langevin_md(start, n_frames=n_frames, temperature_K=temperature_K, timestep_fs=0.5, friction_per_fs=0.01,
-                         equilibration_steps=equilibration_steps, save_every=save_every, seed=seed, progress=False,
-                         calc="gfn2")
-    return [Atoms(numbers=md["z"], positions=R, info={"smiles": smiles}) for R in md["R"]]
-
-def rattled_crystal_frames(n_frames: int = 100, seed: int = 0, rattle: float = 0.07, strain: float = 0.02) -> list[Atoms]:
-    "Randomly strained and rattled PdO(-H) supercells."
-    rng = np.random.default_rng(seed)
-    variants = [((2, 2, 1), 0), ((2, 2, 1), 1), ((2, 2, 1), 2), ((1, 1, 2), 1), ((2, 1, 1), 1)]
-    out = []
-    for f in range(n_frames):
-        rep, nh = variants[f % len(variants)]
-        s = pdo_crystal(rep, nh)
-        eps = np.diag(1 + rng.uniform(-strain, strain, 3))
-        s.set_cell(s.cell.array @ eps, scale_atoms=True)
-        s.positions += rattle * rng.standard_normal(s.positions.shape)
-        s.info = {"variant": f"{rep} +{nh}H"}
-        out.append(s)
-    return out
-
-# %% ../../nbs/experiments/03_case_study.ipynb #5381c21b
-def pretraining_structures(n_frames_per_molecule: int = 30, n_crystal_frames: int = 100, seed: int = 0,
-                           molecules: dict|None = None) -> tuple[list[Atoms], dict]:
-    "The pre-training set (molecular MD frames + rattled crystals) and a description with a content hash."
-    molecules = PRETRAIN_MOLECULES if molecules is None else molecules
-    t0, structures, counts = time.time(), [], {}
-    for k, (name, smi) in enumerate(molecules.items()):
-        frames = molecular_md_frames(smi, n_frames_per_molecule, seed=seed + k) if n_frames_per_molecule else []
-        structures += frames; counts[name] = len(frames)
-    crystals = rattled_crystal_frames(n_crystal_frames, seed=seed) if n_crystal_frames else []
-    structures += crystals
-    h = hashlib.sha256()
-    for s in structures: h.update(s.numbers.tobytes()); h.update(np.round(s.positions, 5).tobytes())
-    info = {"molecules": {n: {"smiles": molecules[n], "frames": c} for n, c in counts.items()},
-            "molecular_md": "GFN2-xTB (tblite) Langevin MD, 500 K, 0.5 fs, friction 0.01/fs, 200 equilibration steps, "
-                            "a frame every 20 steps, from the GFN2 minimum of an rdkit ETKDG/MMFF conformer",
-            "crystals": {"frames": len(crystals), "what": "PdO (P4_2/mmc, a=3.03, c=5.33 A) supercells 2x2x1/1x1x2/2x1x1 "
-                         "with 0-2 H on O, strain +-2 %, Gaussian rattle 0.07 A, no calculator"},
-            "n_structures": len(structures), "elements": sorted({s for a in structures for s in a.get_chemical_symbols()}),
-            "seed": seed, "sha256_positions": h.hexdigest(), "generation_time_s": time.time() - t0}
-    return structures, info
 
 # %% ../../nbs/experiments/03_case_study.ipynb #9078846c
 def pretrain_generator(structures: list[Atoms], method: str = "anids", out_dir="runs/case_study", epochs: int = 20,

@@ -44,31 +44,16 @@ ABLATION_ROWS = load_study("ablation_ethanol")
 "The rows of the Table 3 study on ethanol, from data/studies/ablation_ethanol.toml (the question of each in its `why`)."
 
 # %% ../../nbs/experiments/08_ablation.ipynb #1a6e47dd
-def _pretraining_length_rows(steps: int, seed: int = 0) -> dict:
-    """The naming rule of the length study's rows (the rows themselves are in the study's file; the tests check both
-    agree). Rows of DeNS and AniDS whose weights come from a pre-training of `steps` steps with seed `seed`, otherwise as the
-    CPU seed-0 rows: AniDS paired with DeNS of the same length and seed, and a seed-0 row also with its method's CPU
-    seed-0 row of the shipped budget (`<method> of clipped CPU pre-training seed 0`)."""
-    name = lambda m: f"{m} of {steps}-step clipped CPU pre-training seed {seed}"
-    shipped = lambda m: (f"{m} of clipped CPU pre-training seed 0",) if seed == 0 else ()
-    return {name(m): dict(table="swap", method=m, pretrained="qm9", weights=m, aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
-                          pretrain_device="cpu", pretrain_steps=steps,
-                          pair=shipped(m) + ((name("dens"),) if m == "anids" else ()))
-            for m in ("dens", "anids")}
+def _length_row(method: str, steps: int, seed: int) -> str|None:
+    """The study's row of `method` fine-tuned with its own noise (and the auxiliary task, the recipe's settings) from its
+    clipped pre-training of `steps` steps and seed `seed`, found by its fields in the study's file (a row without
+    `pretrain_steps` is of the shipped budget's length); None if the study has none."""
+    hits = [n for n, r in ABLATION_ROWS.items() if r.get("table") == "swap" and r.get("method") == method == r.get("weights")
+            and r.get("aux") and not r.get("config") and r.get("pretrain_grad_clip") == 10.0 and r.get("pretrain_seed", 0) == seed
+            and r.get("pretrain_steps", PRETRAIN_BUDGETS["demo"]["steps"]) == steps]
+    if len(hits) > 1: raise ValueError(f"rows {hits} are each {method} of the clipped {steps}-step pre-training of seed {seed}")
+    return hits[0] if hits else None
 
-def _length_row(method: str, steps: int, seed: int) -> str:
-    "The name of the row of `method` fine-tuned from its CPU pre-training of `steps` steps and seed `seed` (clipped)."
-    if steps == 4250 and seed in (0, 1):   # the shipped length's CPU rows predate `pretrain_steps` in the names
-        return f"{method} of clipped CPU pre-training seed 0" if seed == 0 else f"{method} of clipped pre-training seed 1"
-    return f"{method} of {steps}-step clipped CPU pre-training seed {seed}"
-
-def _length_swap_row(steps: int, seed: int) -> dict:
-    """DeNS noise (the recipe's sigma_p) on the denoiser of AniDS's pre-training of `steps` steps and seed `seed`, paired
-    with that pre-training's AniDS row and with DeNS's of the same length and seed: is AniDS's gap to DeNS in its weights
-    or in the noise it fine-tunes with?"""
-    return {f"dens on anids weights of {steps}-step clipped CPU pre-training seed {seed}": dict(
-        table="swap", method="dens", pretrained="qm9", weights="anids", aux=True, pretrain_seed=seed, pretrain_grad_clip=10.0,
-        pretrain_device="cpu", pretrain_steps=steps, pair=(_length_row("dens", steps, seed), _length_row("anids", steps, seed)))}
 
 # %% ../../nbs/experiments/08_ablation.ipynb #69fd6dde
 def _pretrain_seed_problem(path, spec) -> str|None:

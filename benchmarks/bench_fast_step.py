@@ -298,19 +298,27 @@ def fit_epochs(frames, n_train: int, recipe: str, method: str, pretrained, devic
             "val_force_mae_meV_A": m["val"]["force_mae_meV_A"]}
 
 
-def profile(path, groups, device, steps=10) -> list:
+def profile(path, groups, device, steps=10) -> dict:
+    """The operators of `steps` steps (after 3 more): `aten_calls_per_step`, every aten operator call per step (nested
+    ones counted too: what the dispatcher does; a compiled step's fused C++ kernels are not aten calls), `events_per_step`
+    (every profiler event) and the 20 that take the most time."""
     from torch.profiler import profile as prof, ProfilerActivity
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     gen = torch.Generator().manual_seed(2)
-    it = path.batches(groups, gen)
+    def forever():   # epoch after epoch: a small set has fewer batches than the steps profiled
+        while True: yield from path.batches(groups, gen)
+    it = forever()
     for _ in range(3): path.step(next(it))
     with prof(activities=acts) as p:
         for _ in range(steps): path.step(next(it))
         sync(device)
     key = "self_cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
-    rows = sorted(p.key_averages(), key=lambda e: getattr(e, key, 0), reverse=True)[:20]
-    return [{"name": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1000,
-             "self_device_ms": getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) / 1000} for e in rows]
+    events = p.key_averages()
+    rows = sorted(events, key=lambda e: getattr(e, key, 0), reverse=True)[:20]
+    return {"aten_calls_per_step": sum(e.count for e in events if e.key.startswith("aten::")) / steps,
+            "events_per_step": sum(e.count for e in events) / steps,
+            "top": [{"name": e.key, "calls": e.count, "self_cpu_ms": e.self_cpu_time_total / 1000,
+                     "self_device_ms": getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) / 1000} for e in rows]}
 
 
 def main(argv=None):
@@ -408,7 +416,8 @@ def main(argv=None):
             run[kind] = r = attempt(measure, kind)
             if "error" in r: continue
             print(f"{method:6s} {kind:9s} {r['ms_per_step']:8.2f} ms/step  {r['s_per_epoch']:7.3f} s/epoch  "
-                  f"{cfg.epochs} epochs: {r['recipe_minutes']:6.1f} min", flush=True)
+                  f"{cfg.epochs} epochs: {r['recipe_minutes']:6.1f} min"
+                  + (f"  {r['profile']['aten_calls_per_step']:.0f} aten calls/step" if "profile" in r else ""), flush=True)
         kinds = [k for k in kinds if "error" not in run[k]]
         for kind in kinds[1:]:
             run[f"speedup_{kind}"] = out["ratios"][f"{method}: eager / {kind} ms per step"] = \

@@ -300,7 +300,7 @@ def md17_section(results_dir) -> Section:
         if d["molecule"] not in MD17_COLUMNS:
             raise ValueError(f"results file {f.name}: unknown MD17 molecule {d['molecule']!r}; known: {list(MD17_COLUMNS)}")
         cfg = d.get("config") or {}
-        budget = d.get("budget") or d.get("scale") or d.get("preset")   # scale / preset: its names before 0.2
+        budget = d.get("budget")
         backbone, preset = d.get("backbone", cfg.get("backbone")), cfg.get("preset", d.get("preset"))
         recipe = {"demo": "md17-demo", "paper": "md17-paper"}.get(budget, "not recorded")
         data = "bundled GFN2-xTB data" if d["dataset"] == "bundled" else f"{d['dataset']} data"

@@ -21,7 +21,7 @@ from torch_geometric.data import Data
 
 from anids.method.losses import LossWeights
 from anids.method.model import DenoisingConfig, build_model
-from anids.method.noise import NOISE_METHODS
+from anids.method.noise import LEARNED_METHODS, NOISE_METHODS
 from anids.nn.backbones import BACKBONES
 from anids.train.fast import FastStep, FixedShapeSet
 
@@ -42,7 +42,7 @@ def run_steps(backbone: str, method: str, compiled: bool, start_state: dict, ite
     model.load_state_dict(start_state)
     model.train()
     params = [p for p in model.parameters() if p.requires_grad]
-    cfg = DenoisingConfig(p=1.0, r=0.5, train_generator=method in ("denoisevae", "anids-add", "anids"))
+    cfg = DenoisingConfig(p=1.0, r=0.5, train_generator=method in LEARNED_METHODS)
     t0 = time.perf_counter()
     step = FastStep(model, FixedShapeSet(items), 2, cfg, LossWeights(), params, compiled=compiled)
     torch.manual_seed(5)

@@ -12,7 +12,7 @@ from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size, det_3x3
 from ..nn.fixed_shapes import is_sync_free, is_compiled_step, check_that, check_within_skin, fixed_nearest_neighbors
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
-from .noise import NoiseGenerator, Covariance, sample_anisotropic, cholesky_factor, NOISE_METHODS
+from .noise import NoiseGenerator, Covariance, sample_anisotropic, cholesky_factor, NOISE_METHODS, LEARNED_METHODS
 from .views import Corruption, DenoiserView, denoiser_view
 from .losses import (anids_loss, authors_target_scale, a_mean_target_scale, TARGET_SCALES, kl_isotropic_prior, gamma_hinge, DENOISE_REDUCTIONS,
                           energy_loss, force_loss, stress_loss, stress_iso_loss, stress_aniso_loss, LossWeights, total_loss, corruption_masks)
@@ -485,7 +485,7 @@ def build_model(backbone: str = "painn",              # denoiser backbone name (
                 direct_stress=bool(direct_stress), cutoff_envelope=bool(cutoff_envelope),
                 force_encoding_scale=None if force_encoding_scale is None else float(force_encoding_scale))
     denoiser = build_backbone(backbone, preset, **spec["backbone_overrides"], **({"stress_head": True} if direct_stress else {}))
-    learned = method in ("denoisevae", "anids-add", "anids")
+    learned = method in LEARNED_METHODS
     encoder = build_backbone(backbone, generator_preset, **spec["generator_overrides"]) if learned else None
     generator = NoiseGenerator(method, encoder, sigma_p=sigma_p, cutoff_envelope=cutoff_envelope)
     return AniDSModel(denoiser, generator, force_mode, spec["atomic_energies"], energy_scale, force_scale, spec,

@@ -14,12 +14,13 @@ from ..nn.layers import BesselRBF, cosine_cutoff, mlp
 from ..nn.fixed_shapes import check_that, is_sync_free, fixed_nearest_neighbors
 
 # %% auto #0
-__all__ = ['NOISE_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'cholesky_3x3', 'solve_lower_transposed_3x3',
-           'cholesky_factor', 'inverse_lower_3x3', 'sample_anisotropic', 'expected_close_contacts', 'Covariance',
-           'NoiseGenerator']
+__all__ = ['NOISE_METHODS', 'LEARNED_METHODS', 'STD_RANGE', 'LOG_C_BOUND', 'anisotropic_covariance', 'cholesky_3x3',
+           'solve_lower_transposed_3x3', 'cholesky_factor', 'inverse_lower_3x3', 'sample_anisotropic',
+           'expected_close_contacts', 'Covariance', 'NoiseGenerator']
 
 # %% ../../nbs/method/01_noise.ipynb #bfc1b39b
 NOISE_METHODS = ("none", "dens", "denoisevae", "anids-add", "anids")
+LEARNED_METHODS = ("denoisevae", "anids-add", "anids")   # the methods whose Sigma_i a generator psi learns
 
 STD_RANGE = (0.005, 0.5)
 """Bounds (A) on sqrt(a_i), the std of a learned generator's isotropic base, `NoiseGenerator(std_range=...)`. Thermal
@@ -226,7 +227,7 @@ class NoiseGenerator(nn.Module):
         if sigma_p <= 0: raise ValueError("sigma_p must be positive")
         lo, hi = (float(s) for s in std_range)
         if not 0 < lo < hi: raise ValueError(f"std_range must be (low, high) with 0 < low < high (A), got {tuple(std_range)}")
-        learned = method in ("denoisevae", "anids-add", "anids")
+        learned = method in LEARNED_METHODS
         if learned and not lo <= sigma_p <= hi:
             raise ValueError(f"sigma_p {sigma_p} A lies outside std_range ({lo}, {hi}) A: a_i starts at sigma_p^2")
         check_edge_chunk_size(edge_chunk_size)

@@ -8,17 +8,17 @@ from pathlib import Path
 import ase.data
 import torch
 from ..method.model import AniDSModel
+from ..method.noise import LEARNED_METHODS
 from ..method.checkpoints import read_checkpoint
 from ..provenance import repo_root
 from .config import TrainConfig
 
 # %% auto #0
-__all__ = ['LEARNED_METHODS', 'PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'local_checkpoint_dir', 'checkpoint_dirs',
-           'pretrained_name', 'pretrain_command', 'resolve_pretrained', 'published_provenance', 'pretrained_elements',
-           'unseen_elements', 'has_trained_generator', 'generator_scheme']
+__all__ = ['PRETRAINED_NAMES', 'DATASET_ELEMENTS', 'local_checkpoint_dir', 'checkpoint_dirs', 'pretrained_name',
+           'pretrain_command', 'resolve_pretrained', 'published_provenance', 'pretrained_elements', 'unseen_elements',
+           'has_trained_generator', 'generator_scheme']
 
 # %% ../../nbs/train/03_checkpoints.ipynb #9ec7dca1
-LEARNED_METHODS = ("denoisevae", "anids-add", "anids")
 PRETRAINED_NAMES = ("qm9", "pcqm4mv2")
 
 def local_checkpoint_dir() -> Path:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse, os, shlex, sys
 from dataclasses import fields
 from pathlib import Path
-from . import TrainConfig, RECIPES, LEARNED_METHODS, make_config, fit, force_mae_key
+from . import TrainConfig, RECIPES, make_config, fit, force_mae_key
+from ..method.noise import LEARNED_METHODS
 from .run_folders import RunClaim, RunFolderError, claim_out_dir
 from ..method.checkpoints import WriteError
 from ..data import datasets as D

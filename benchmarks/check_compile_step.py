@@ -3,9 +3,10 @@
     python benchmarks/check_compile_step.py                       # every backbone x every noise method, tiny presets
     python benchmarks/check_compile_step.py --backbones painn --methods none anids
 
-For each pair: two copies of one model (the backbone's `tiny` preset, psi trained jointly where it is learned) take
-three `FastStep` steps on the same four ethanols and the same random draws (inductor's `fallback_random`), one eager,
-one traced by torch.compile; the losses and the gradients of every parameter must agree to float32 rounding (the
+For each pair: two copies of one model (the backbone's `tiny` preset, psi trained jointly where it is learned) make
+three `FastStep` passes (loss and gradients, no optimiser step: the same weights each time) over batches of the same
+four ethanols with the same random draws (inductor's `fallback_random`), one eager, one traced by torch.compile; the
+losses of every pass and the last pass's gradients of every parameter must agree to float32 rounding (the
 tolerances the notebook test of anids.train.fast uses: 1e-5 relative on the losses, 1e-4 of the largest gradient
 entry per parameter). Also recorded: the seconds to compile and take the compared steps. Step times are
 benchmarks/bench_compile_step.py's job (this check may run niced beside other work). The notebook test checks PaiNN

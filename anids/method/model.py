@@ -2,7 +2,6 @@
 
 # %% ../../nbs/method/04_model.ipynb #2bba98bb
 from __future__ import annotations
-from types import SimpleNamespace
 from dataclasses import dataclass, replace
 import inspect
 import torch
@@ -231,6 +230,7 @@ def predict(self: AniDSModel, data, pos: torch.Tensor|None = None, force_encodin
     forces, stress, grads = None, None, None
     if not conservative:
         energy, out = energies(pos, strain)
+        vector = out.vector
     elif is_compiled_step():
         # a compiled graph cannot be differentiated twice: the forces (and the strain derivative) by torch.func, traced
         # into the forward graph, whose backward pass is then first order
@@ -238,24 +238,25 @@ def predict(self: AniDSModel, data, pos: torch.Tensor|None = None, force_encodin
             e, out = energies(p, s)
             return e.sum(), (e, out.vector)
         grads, (energy, vector) = torch.func.grad(total, argnums=(0, 1) if strain is not None else (0,), has_aux=True)(pos, strain)
-        out = SimpleNamespace(vector=vector)   # conservative: the vector output is all that is read below
+        out = None   # conservative: the vector output is all that is read below (no object is built: Dynamo would break the graph)
     else:
         if not pos.requires_grad: pos = pos.clone().requires_grad_(True)
         energy, out = energies(pos, strain)
         inputs = [pos] + ([strain] if strain is not None else [])
         grads = torch.autograd.grad(energy.sum(), inputs, create_graph=create_graph or self.training)
+        vector = out.vector
     if grads is not None:
         forces = -grads[0].to(pos.dtype)
         if strain is not None:
             volume = det_3x3(cell.reshape(B, 3, 3)).abs()
             stress = grads[1] / volume[:, None, None]
     elif compute_forces:
-        forces = self.force_scale * out.vector
+        forces = self.force_scale * vector
     if direct_stress:
-        if out.atomic_stress is None or out.atomic_stress.shape != (pos.shape[0], 3, 3):
+        if out is None or out.atomic_stress is None or out.atomic_stress.shape != (pos.shape[0], 3, 3):
             raise ValueError(f"the backbone returned no [{pos.shape[0]}, 3, 3] per-atom stress")
         stress = self.force_scale * out.structure_stress(batch, B, real)   # the mean over each structure's real atoms
-    return Prediction(energy, forces, out.vector, stress)
+    return Prediction(energy, forces, vector, stress)
 
 # %% ../../nbs/method/04_model.ipynb #55146dd3
 @patch

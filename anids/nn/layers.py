@@ -24,6 +24,9 @@ class ConstantTables:
     "Float64 tables computed once; converted copies cached per (dtype, device). Not parameters, not buffers."
     def __init__(self, **tables): self._master, self._cache = tables, {}
     def get(self, name, dtype, device):
+        # traced by torch.compile (inside torch.func.grad, too): the conversion is part of the graph, the cache untouched
+        # (a tensor made under a functorch transform and kept would reach the compiler as an input it cannot read)
+        if torch.compiler.is_compiling(): return self._master[name].to(device=device, dtype=dtype)
         key = (name, dtype, device)
         if key not in self._cache: self._cache[key] = self._master[name].to(device=device, dtype=dtype)
         return self._cache[key]

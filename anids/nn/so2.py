@@ -9,7 +9,8 @@ from torch import nn
 import torch.nn.functional as F
 from e3nn import o3
 from .layers import ConstantTables
-from .fixed_shapes import is_sync_free
+from .fixed_shapes import is_sync_free, is_compiled_step
+
 
 # %% auto #0
 __all__ = ['CoefficientLayout', 'edge_alignment', 'WignerFromRotation', 's2_grid_matrices', 's2_activation', 'RadialFunction',
@@ -138,7 +139,10 @@ def s2_activation(x, T, Fm):
     xp = x.transpose(1, 2).reshape(B * C, K)
     chunk = max(256, min(16384, (1 << 18) // T.shape[0]))
     Tt, Ft = T.t(), Fm.t()
-    y = _GridSiLU.apply(xp, Tt, Ft, chunk) if xp.requires_grad else _grid_silu(xp, Tt, Ft, chunk)
+    if is_compiled_step():   # forces by torch.func, traced: plain operations, differentiable twice (the Function's
+        y = F.silu(xp @ Tt) @ Ft   # backward is not, under a functorch transform, and the chunks write with out=)
+    else:
+        y = _GridSiLU.apply(xp, Tt, Ft, chunk) if xp.requires_grad else _grid_silu(xp, Tt, Ft, chunk)
     return y.view(B, C, Fm.shape[0]).transpose(1, 2)
 
 # %% ../../nbs/nn/07_so2.ipynb #94437071

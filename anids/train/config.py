@@ -13,14 +13,12 @@ from ..nn.backbones import BACKBONES, backbone_class
 from ..provenance import read_toml
 
 # %% auto #0
-__all__ = ['VECTOR_NORM_BACKBONES', 'NOT_COMPILED', 'SCALE_STATISTICS', 'RECIPES', 'PER_MOLECULE', 'PRETRAIN_BUDGETS',
-           'DEVIATION_KEYS', 'TrainConfig', 'make_config', 'check_budget', 'paper_deviations', 'deviations_markdown']
+__all__ = ['VECTOR_NORM_BACKBONES', 'SCALE_STATISTICS', 'RECIPES', 'PER_MOLECULE', 'PRETRAIN_BUDGETS', 'DEVIATION_KEYS',
+           'TrainConfig', 'make_config', 'check_budget', 'paper_deviations', 'deviations_markdown']
 
 # %% ../../nbs/train/01_config.ipynb #08508b34
 VECTOR_NORM_BACKBONES = ("geomformer", "equiformer", "equiformer_v2")
 "Backbones whose equivariant layer norms take `vector_norm_eps` (see `anids.analysis.diagnostics.force_smoothness`)."
-NOT_COMPILED = {"equiformer_v2": "its compiled step gives other gradients than the eager one (losses equal, gradients off by O(1); benchmarks/check_compile_step.py)"}
-"Backbones `compile_step` refuses, and why."
 
 SCALE_STATISTICS = ("force_rms", "energy_std")
 """What may set the output scale (`TrainConfig.scale_statistic`; `anids.train.loop.output_scale` computes it). The
@@ -114,8 +112,6 @@ def check(self: TrainConfig) -> None:
         raise ValueError(f"neighbour_lists must be 'stored' or 'streamed', got {self.neighbour_lists!r}")
     if self.compile_step and not self.fast_step:
         raise ValueError("compile_step traces the fixed-shape step: set fast_step=True as well")
-    if self.compile_step and self.backbone in NOT_COMPILED:
-        raise ValueError(f"compile_step is not for {self.backbone}: {NOT_COMPILED[self.backbone]}; train it eagerly (compile_step=False)")
     if self.neighbour_lists == "streamed" and not self.fast_step:
         raise ValueError("neighbour_lists='streamed' is how fast_step keeps its lists: set fast_step=True (the eager step finds them at every step)")
     if self.size_buckets > 1 and (self.devices != 1 or self.num_nodes != 1 or self.strategy != "auto"):

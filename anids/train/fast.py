@@ -11,7 +11,6 @@ from ..nn.graphs import Graph
 from contextlib import nullcontext
 from ..nn.fixed_shapes import sync_free, compiled_step, complete_graph, DeferredChecks, NeighbourLists, ListBuilder
 from ..method.model import AniDSModel, DenoisingConfig
-from .config import NOT_COMPILED
 from ..method.losses import LossWeights
 
 # %% auto #0
@@ -314,8 +313,6 @@ class FastStep:
         if self.capture and data.device.type != "cuda": raise ValueError("capture needs a CUDA device")
         if self.capture and self.compiled: raise ValueError("a compiled step is not also recorded in a CUDA graph: capture=False")
         if self.compiled: check_atomic_numbers(model, data)   # once for the set: the compiled step leaves it out
-        if self.compiled and model.spec["backbone"] in NOT_COMPILED:
-            raise ValueError(f"a compiled step is not for {model.spec['backbone']}: {NOT_COMPILED[model.spec['backbone']]}")
         self.model, self.data, self.cfg, self.params = model, data, cfg, list(params)
         if not self.params: raise ValueError("no parameters to train")
         self.check_every = int(check_every)

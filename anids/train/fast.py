@@ -322,6 +322,11 @@ class FastStep:
         self.index = torch.zeros(batch_size, dtype=torch.long, device=data.device)   # the batch's structures
         self.checks, self.steps = DeferredChecks(), 0
         self._cuda_graph, self._out, self._grads = None, None, None
+        if self.compiled:
+            # every compiled step shares one code object (`_loss`), so Dynamo keeps one graph per shape and guard set of
+            # all of them (a size bucket each): let it keep 64, and stop rather than run a step uncompiled past that
+            torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
+            torch._dynamo.config.fail_on_recompile_limit_hit = True
         self._objective = torch.compile(self._loss, dynamic=False) if self.compiled else self._loss
 
     def __call__(self, index: torch.Tensor,     # [batch_size] long, on the device

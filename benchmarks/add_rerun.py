@@ -8,8 +8,10 @@ versions); its CPU time from `<run folder>.log` when that log ends with GNU time
 anids-train ...`), else it is not recorded. The re-run's table holds, per method, the mean ± std (ddof 1) over the
 seeds of the test force MAE and RMSE (meV/A) and energy MAE and RMSE (meV/atom), the numbers the report's
 compare_mace section shows beside the recipe's other rows. A label already there is an error unless --replace."""
-import argparse, json, re, statistics
+import argparse, json, math, re
 from pathlib import Path
+
+from anids.experiments.sections import seed_stats
 
 METRICS = ("force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom")
 
@@ -40,9 +42,10 @@ def table_of(runs: list[dict], recipe: str) -> dict:
     for method in dict.fromkeys(r["method"] for r in runs):
         rs = sorted((r for r in runs if r["method"] == method), key=lambda r: r["seed"])
         entry = {"seeds": [r["seed"] for r in rs]}
-        for k in METRICS:
+        for k in METRICS:   # the report's mean ± std over seeds (ddof 1); two runs of one seed are an error
             v = [r["test"][k] for r in rs]
-            entry[k] = {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else None, "values": v}
+            st = seed_stats(v, entry["seeds"], f"{recipe} {method}, {k}")
+            entry[k] = {"mean": st.mean, "std": None if math.isnan(st.std) else st.std, "values": v}
         out[f"{recipe} {method}"] = entry
     return out
 

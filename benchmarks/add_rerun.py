@@ -11,7 +11,7 @@ compare_mace section shows beside the recipe's other rows. A label already there
 import argparse, json, math, re
 from pathlib import Path
 
-from anids.experiments.sections import seed_stats
+from anids.results.sections import seed_stats
 
 METRICS = ("force_mae_meV_A", "force_rmse_meV_A", "energy_mae_meV_atom", "energy_rmse_meV_atom")
 

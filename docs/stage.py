@@ -4,7 +4,7 @@ Writes into DEST (default `build/docs/src`):
 
 * `index.md`: the README, with the notebook table linked to the notebook pages and the API pages;
 * `RESULTS.md`: the index of what was measured, and `results/<study>.md`: one page per study (`docs/results/`, made
-  from the results files by `anids.experiments.studies.write_study_pages`), `results/report.md` (the paper's tables with
+  from the results files by `anids.report.studies.write_study_pages`), `results/report.md` (the paper's tables with
   ours beside them), and `figures/`: the figures these pages show; links to `docs/results/` point to `results/`;
 * `nbs/*.ipynb`: every notebook of `nbs/` with its stored content (nothing is executed): nbdev's directive lines
   (`#| export`, `#| default_exp`, ...) are stripped, cells marked `#| hide` are left out, as are cells left empty

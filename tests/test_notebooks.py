@@ -86,8 +86,8 @@ def test_report_notebook_runs(tmp_path):
     paper's where a results file exists, 'not run yet' where none does, and every results file accounted for."""
     import re
     import statistics
-    from anids.experiments.paper import PAPER_TABLES
-    from anids.experiments.sections import RUN_SCHEMAS
+    from anids.results.paper import PAPER_TABLES
+    from anids.results.sections import RUN_SCHEMAS
     from anids.data.units import force_factor
     out = tmp_path / "rep" / "report.md"
     shutil.copytree(ROOT / "figures", tmp_path / "fig")   # the figures the studies' pages show beside the report's
@@ -155,7 +155,7 @@ def _crystal_params(tmp_path, files, **kw):
 def test_oc22_notebook_runs(tmp_path):
     """nbs/oc22.ipynb at a tiny size: none / DeNS / AniDS, one seed, one epoch, on copper cells with EMT labels and an
     OOD test set; the results file is in the report's mlearn schema (a CPU preset never writes Table 2's file)."""
-    from anids.experiments.sections import read_runs
+    from anids.results.sections import read_runs
     files = _copper_mlearn_files(tmp_path)
     _papermill(NBS / "oc22.ipynb", tmp_path / "out.ipynb",
                _crystal_params(tmp_path, files, test_files={"id": str(files["test"]), "ood": str(files["ood"])}))
@@ -209,7 +209,7 @@ def test_mptrj_alexandria_notebook_runs_and_reads(tmp_path):
     """nbs/mptrj_alexandria.ipynb at a tiny size: trains none and AniDS (one seed, one epoch), then, read-only, shows the
     table of the finished runs and lists the run that is missing (DeNS) without training it. The `overrides`
     parameter reaches every run's config and names the results and the figure."""
-    from anids.experiments.sections import read_runs
+    from anids.results.sections import read_runs
     files = _copper_mlearn_files(tmp_path)
     params = _crystal_params(tmp_path, files, test_files=str(files["test"]), overrides={"lr": 0.002})
     _papermill(NBS / "mptrj_alexandria.ipynb", tmp_path / "out.ipynb", {**params, "methods": ["none", "anids"]})
@@ -255,8 +255,8 @@ def test_rmd17_notebook_cpu_budget(tmp_path):
     """nbs/rmd17.ipynb, cpu budget, on a pair of extxyz files written here: 8 + 4 structures drawn per seed from the
     training file, the whole test file for testing, a results file the report reads into Table 6's section."""
     from ase.io import write
-    from anids.experiments.sections import read_runs
-    from anids.experiments.report import rmd17_section
+    from anids.results.sections import read_runs
+    from anids.report.build import rmd17_section
     frames = _ethanol_emt_frames(36)
     write(tmp_path / "train.xyz", frames[:24]); write(tmp_path / "test.xyz", frames[24:])
     params = dict(TINY, budget="cpu", train_file=str(tmp_path / "train.xyz"), test_file=str(tmp_path / "test.xyz"), n_train=8,
@@ -282,7 +282,7 @@ def test_rmd17_notebook_paper_budget(tmp_path):
     import papermill as pm
     import pytest
     from ase import units
-    from anids.experiments.sections import read_runs
+    from anids.results.sections import read_runs
     frames = _ethanol_emt_frames(40)
     kcal = units.kcal / units.mol
     root = tmp_path / "cache" / "rmd17" / "rmd17"
@@ -304,8 +304,8 @@ def test_rmd17_notebook_paper_budget(tmp_path):
 def test_md22_notebook_cpu_budget(tmp_path):
     """nbs/md22.ipynb, cpu budget, on the shipped bundled aspirin: labelled as not MD22 in the results, the notebook and
     the report (its own row of Table 7's section)."""
-    from anids.experiments.sections import read_runs
-    from anids.experiments.report import md22_section
+    from anids.results.sections import read_runs
+    from anids.report.build import md22_section
     dirs = dict(out_dir=str(tmp_path / "runs"), results_dir=str(tmp_path / "results"), figures_dir=str(tmp_path / "fig"))
     _papermill(NBS / "md22.ipynb", tmp_path / "out.ipynb", dict(TINY, budget="cpu", n_train=8, n_val=4, max_test=10, **dirs))
     top, recs = read_runs(tmp_path / "results" / "md22_aspirin-bundled_cpu.json", "md22")
@@ -321,8 +321,8 @@ def test_md22_notebook_paper_budget(tmp_path):
     sizes given explicitly, every other frame tested, a results file the report reads into the AT-AT-CG-CG row."""
     import numpy as np
     from ase import units
-    from anids.experiments.sections import read_runs
-    from anids.experiments.report import md22_section
+    from anids.results.sections import read_runs
+    from anids.report.build import md22_section
     frames = _ethanol_emt_frames(30)
     kcal = units.kcal / units.mol
     (tmp_path / "cache" / "md22").mkdir(parents=True)
@@ -352,7 +352,7 @@ def _cells(nb):
 @pytest.mark.parametrize("nb", EXPERIMENTS, ids=lambda p: p.stem)
 def test_experiment_notebook_writes_shipped_results_only_as_reference(nb):
     """A run with other settings never overwrites the shipped results/ and figures/: each experiment notebook has the
-    parameter `reference = False` and takes its folders from anids.experiments.output_dirs (results/local/ unless
+    parameter `reference = False` and takes its folders from anids.results.output_dirs (results/local/ unless
     reference=True; nbs/experiments/01_protocols.ipynb tests it), and builds no path into results/ or figures/ itself."""
     import re
     params, code = _cells(nb)

@@ -33,14 +33,14 @@ def test_readme_commands_match_ci():
 
 
 def test_readme_headline_is_the_results():
-    "The README's headline table is what anids.experiments.report.headline_table makes of results/ today."
+    "The README's headline table is what anids.report.build.headline_table makes of results/ today."
     import re as _re
-    from anids.experiments.report import headline_table
+    from anids.report.build import headline_table
     text = (ROOT / "README.md").read_text()
     block = _re.search(r"<!-- headline: [^\n]*-->\n(.*?)\n<!-- /headline -->", text, _re.S)
     assert block, "the README has no headline block"
     assert block.group(1) == headline_table(ROOT / "results", ROOT / "data" / "checkpoints"), \
-        "README.md's headline differs from results/: paste anids.experiments.report.headline_table('results') into it"
+        "README.md's headline differs from results/: paste anids.report.build.headline_table('results') into it"
 
 
 def test_readme_is_short():

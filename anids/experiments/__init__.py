@@ -4,7 +4,7 @@
 __all__ = []
 
 # %% ../../nbs/experiments/00_index.ipynb #f3177e8e
-"""Experiments: the paper's protocols, tables and report. The paper's tables as data (`paper`), the protocols of the paper's tables, each with its results files and its section of the report (`protocols`: Table 1, Table 17 and what every table uses; `pretraining`: the pre-trained generators' section; `ablation`: Table 3; `benchmarks`: Tables 6 and 7), the crystal setups and runs (`crystals`) their tables (`crystal_results`) and the crystal study (`crystal_study`), the case study (`case_study`), results files and the sections made of them (`sections`), the settings tables (`hparams`) the report of every table beside the paper's (`report`) and one page per study (`studies`). `from anids.experiments import run_md17, run_ablation, run_benchmark`: the package holds the names of the protocol modules."""
+"""Experiments: the paper's protocols, each with its results files and its section of the report (`protocols`: Table 1, Table 17 and what every table's runner uses; `pretraining`: the pre-trained generators' section; `ablation`: Table 3; `benchmarks`: Tables 6 and 7), the crystal setups and runs (`crystals`), their tables (`crystal_results`) and the crystal study (`crystal_study`), and the case study (`case_study`). What they read and write (the paper's tables, results files, statistics over seeds) is `anids.results`; the report made of their sections is `anids.report`. `from anids.experiments import run_md17, run_ablation, run_benchmark`: the package holds the names of the protocol modules."""
 # the protocols' names, from the package
 from .protocols import *  # noqa: F403
 from .ablation import *  # noqa: F403

@@ -9,12 +9,14 @@ import numpy as np
 import torch
 from ..data import datasets as D
 from ..train import make_config, fit, unused_run_dir
+from ..train.loop import RUNTIME_SETTINGS, run_jobs
 from ..train.config import PRETRAIN_BUDGETS
 from ..provenance import versions, read_toml
-from .paper import PAPER_TABLES
-from .protocols import load_study, run_jobs, seed_table
+from ..results.paper import PAPER_TABLES
+from .protocols import load_study
+from ..results.seeds import runs_seed_table, seed_table
 from ..train.pretraining import pretrain, checkpoint_provenance
-from .sections import (REPORT_DATA, MEASURED, NOT_RUN, Section, read_json, require, machine_of, seed_stats, fmt_stat,
+from ..results.sections import (REPORT_DATA, MEASURED, NOT_RUN, Section, read_json, require, machine_of, seed_stats, fmt_stat,
                                         _files, _metric, _ours_line, _short_rev, _rel, _provenance_tables)
 from ..data.units import force_factor
 
@@ -153,11 +155,6 @@ def run_ablation(train_file, test_file, rows=None, seeds=(0, 1, 2), epochs: int 
             Path(results_path).write_text(json.dumps({"runs": out, "versions": started}, indent=1, default=str))
     return run_jobs(_ablation_worker, jobs, workers, _save)
 
-# %% ../../nbs/experiments/08_ablation.ipynb #4f5f81f1
-# settings of a run that say how it ran, not what it trained: never compared with the row's
-_RUNTIME_SETTINGS = {"seed", "threads", "accelerator", "devices", "num_nodes", "strategy", "progress", "eval_batch_size",
-                     "checkpoint_every_n_steps", "train_generator"}
-
 # %% ../../nbs/experiments/08_ablation.ipynb #09ed46f0
 def ablation_run_from_metrics(run_dir,               # a finished `anids-train` (or `fit`) run: its folder or its metrics.json
                               row: str,              # the row of ABLATION_ROWS it trained
@@ -180,7 +177,7 @@ def ablation_run_from_metrics(run_dir,               # a finished `anids-train` 
     expected = [asdict(make_config(recipe, **settings, epochs=e)) for e in (None, cfg["epochs"])]
     problems = []
     if epochs is not None and cfg["epochs"] != epochs: problems.append(f"{cfg['epochs']} epochs, the table's rows have {epochs}")
-    diffs = [{k: (cfg.get(k), v) for k, v in exp.items() if k not in _RUNTIME_SETTINGS | {"epochs"} and cfg.get(k) != v}
+    diffs = [{k: (cfg.get(k), v) for k, v in exp.items() if k not in RUNTIME_SETTINGS | {"seed", "epochs"} and cfg.get(k) != v}
              for exp in expected]
     best = min(diffs, key=len)
     problems += [f"{k} = {got!r}, the row's is {want!r}" for k, (got, want) in best.items()]
@@ -271,14 +268,10 @@ def ablation_table(runs: list[dict], metric: str = "force_mae_meV_A", key: str =
     the row of the method whose weights it fine-tunes (same weights, that method's own noise), and to the rows in a row's
     `pair` (e.g. the same swap at another sigma_p). A run's number is
     `run["test"][metric]`; a diverged run (NaN or None) is counted."""
-    by = {}
-    for r in runs:
-        v = r["test"][metric]
-        by.setdefault(r[key], {})[r["seed"]] = float("nan") if v is None else v   # a diverged run is counted, not averaged
     table = lambda row: "c" if row in ABLATION_C_VARIANTS else ABLATION_ROWS.get(row, {}).get("table")
     # a (c) variant is paired with row 'anids', the pre-training it moves one setting of
     weights = lambda row: (ABLATION_ROWS[row]["weights"],) if table(row) == "swap" else ()
-    entries = seed_table(by, refs=lambda row: ("none",) + (("dens w/o aux", "anids w/o aux") if table(row) == "b" else
+    entries = runs_seed_table(runs, metric, key, refs=lambda row: ("none",) + (("dens w/o aux", "anids w/o aux") if table(row) == "b" else
                                                            ("dens", "anids") if table(row) in ("a", "c") else ("dens",))
                          + weights(row) + tuple(ABLATION_ROWS.get(row, {}).get("pair", ())))
     return [{"row": e["row"], "table": table(e["row"]), **e} for e in entries]
@@ -343,7 +336,7 @@ def plot_pretraining_length_gaps(gaps: list[dict], path=None, title: str|None = 
     """A panel per fine-tuning length: each pre-training's gap (mean ± std over fine-tuning seeds, one colour per
     pre-training seed) at its pre-training length, and the mean ± std over the pre-trainings of each length, joined."""
     import matplotlib.pyplot as plt
-    from anids.experiments.sections import METHOD_NAMES
+    from anids.results.sections import METHOD_NAMES
     if not gaps: raise ValueError("no pre-training length rows in these runs: nothing to plot")
     summary, epochs = length_gap_summary(gaps), sorted({g["epochs"] for g in gaps})
     fig, axes = plt.subplots(1, len(epochs), figsize=(4.3 * len(epochs), 3.8), squeeze=False)

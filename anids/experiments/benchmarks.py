@@ -9,15 +9,13 @@ from ..train import make_config
 from ..provenance import versions, read_toml
 from ..train.config import check_budget
 from .protocols import finetune_sets
-from .ablation import ablation_table
-from .sections import MEASURED, NOT_RUN, Section, fmt_stat, _append_rows, _runs_of, _group, _stat
-from .paper import PAPER_TABLES
+from ..results.sections import MEASURED, NOT_RUN, Section, fmt_stat, _append_rows, _runs_of, _group, _stat
+from ..results.paper import PAPER_TABLES
 import pandas as pd
 
 
 # %% auto #0
-__all__ = ['BENCHMARK_BUDGETS', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'method_table_text', 'plot_method_table',
-           'rmd17_section', 'md22_section']
+__all__ = ['BENCHMARK_BUDGETS', 'benchmark_run', 'write_benchmark', 'run_benchmark', 'rmd17_section', 'md22_section']
 
 # %% ../../nbs/experiments/09_benchmarks.ipynb #94f22108
 BENCHMARK_BUDGETS = read_toml("recipes", "experiments.toml")["benchmark"]
@@ -27,7 +25,7 @@ BENCHMARK_BUDGETS = read_toml("recipes", "experiments.toml")["benchmark"]
 # %% ../../nbs/experiments/09_benchmarks.ipynb #99040c68
 def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0, pretrained: str|None = "qm9",
                   out_dir: str|Path = "runs/benchmark", **settings) -> dict:
-    """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.experiments.sections.RUN_SCHEMAS`
+    """Fine-tune one model on `sets` (`finetune_sets`) and return its record for the report (`anids.results.sections.RUN_SCHEMAS`
     'rmd17' / 'md22': molecule, method, seed, force_mae_meV_A, energy_mae_meV, n_train) with the rest of the test
     metrics under "test". A run that diverges is a record with `force_mae_meV_A` None and the error under "diverged"."""
     info = sets["info"]
@@ -49,8 +47,8 @@ def benchmark_run(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
 def write_benchmark(kind: str, runs: list[dict], path, description: str, code_versions: dict|None = None, **context) -> Path:
     """Write `runs` as a results file of `kind` ('rmd17' or 'md22') with `context` (backbone, preset, recipe, dataset,
     device, threads, settings, ...) and the package versions and git revision (`code_versions`: those the runs started
-    with; default: now); read it back as `anids.experiments.report` does, so a file the report cannot read is an error here and now."""
-    from anids.experiments.sections import read_runs
+    with; default: now); read it back as `anids.report.build` does, so a file the report cannot read is an error here and now."""
+    from anids.results.sections import read_runs
     path = Path(path); path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps({"description": description, **context, "runs": runs, "versions": code_versions or versions()},
                                indent=1, default=str))
@@ -98,41 +96,6 @@ def run_benchmark(kind: str, make_sets, methods=("none", "dens", "anids"), seeds
             if results_path is not None:
                 write_benchmark(kind, runs, results_path, description, started, wall_time_s=time.time() - t0, **context)
     return runs
-
-# %% ../../nbs/experiments/09_benchmarks.ipynb #2fa5a61e
-def method_table_text(runs: list[dict], unit: str = "meV/A") -> str:
-    """Ours as text: per method the test force MAE and RMSE, mean ± std over seeds, and the paired (same seed) differences
-    to no pre-training and to DeNS (`ablation_table` keyed by method)."""
-    from anids.experiments.sections import METHOD_NAMES
-    mae = ablation_table(runs, key="method")
-    rmse = {e["row"]: e for e in ablation_table([r for r in runs if r.get("test")], "force_rmse_meV_A", key="method")}
-    vs = lambda e, ref: f"{e[ref]['mean_diff']:+.2f} ({100 * e[ref]['relative']:+.0f}%)" if ref in e else ""
-    lines = [f"{'method':14s} {'force MAE (' + unit + ')':>18s} {'force RMSE':>16s} {'vs none':>15s} {'vs DeNS':>15s}"]
-    for e in mae:
-        r = rmse.get(e["row"])
-        r = f"{r['mean']:7.2f} ± {r['std']:5.2f}" if r else ""
-        lines.append(f"{METHOD_NAMES.get(e['row'], e['row']):14s} {e['mean']:9.2f} ± {e['std']:6.2f} {r:>16s} {vs(e, 'vs none'):>15s} "
-                     f"{vs(e, 'vs dens'):>15s}" + (f"  ({e['n_diverged']} diverged)" if e["n_diverged"] else ""))
-    return "\n".join(lines)
-
-# %% ../../nbs/experiments/09_benchmarks.ipynb #ede3f893
-def plot_method_table(runs: list[dict], reference: dict[str, float]|None = None, ax=None, title: str = ""):
-    "Test force MAE per method: the mean (bar), ± std, one dot per seed; `reference` values (e.g. the paper's) as lines."
-    import matplotlib.pyplot as plt
-    from anids.experiments.sections import METHOD_NAMES
-    ax = ax or plt.subplots(figsize=(6, 3.4))[1]
-    table = ablation_table(runs, key="method")
-    for k, e in enumerate(table):
-        vals = [v for v in e["values"].values() if math.isfinite(v)]
-        ax.bar(k, e["mean"], color=f"C{k}", alpha=0.45)
-        if len(vals) > 1: ax.errorbar(k, e["mean"], yerr=e["std"], color="k", capsize=4)
-        ax.plot([k] * len(vals), vals, "o", color=f"C{k}", ms=5)
-    for j, (name, v) in enumerate((reference or {}).items()):
-        ax.axhline(v, ls="--", lw=0.9, color=f"C{len(table) + j}", label=name)
-    if reference: ax.legend(fontsize=7)
-    ax.set_xticks(range(len(table)), [METHOD_NAMES.get(e["row"], e["row"]) for e in table])
-    ax.set_ylabel("test force MAE (meV/Å)"); ax.set_title(title, fontsize=9)
-    return ax
 
 # %% ../../nbs/experiments/09_benchmarks.ipynb #34c38549
 def _norm_name(s: str) -> str: return re.sub(r"[^a-z0-9]", "", str(s).lower())

@@ -13,7 +13,7 @@ from ..train import make_config, fit, unused_run_dir
 from ..provenance import repo_root, versions
 import math
 import pandas as pd
-from .sections import MEASURED, Section, read_json, require, machine_of, _ours_line, _short_rev
+from ..results.sections import MEASURED, Section, read_json, require, machine_of, _ours_line, _short_rev
 
 # %% auto #0
 __all__ = ['CASE_STUDY_CHECKPOINTS', 'pretrain_generator', 'publish_checkpoint', 'checkpoint_dir', 'make_case_study_checkpoints',

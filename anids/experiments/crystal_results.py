@@ -7,16 +7,17 @@ from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 import pandas as pd
-from . import seed_table, write_results
-from .paper import PAPER_TABLES
-from .sections import METHOD_NAMES, read_runs
-from .crystals import (CRYSTAL_METRICS, CRYSTAL_TABLES, CrystalSetup, QUANTITY_METRIC, RUN_LAYOUT, _tail,
-                                        _weights_label)
+from ..results import seed_table, write_results
+from ..results.seeds import TEST_METRICS
+from ..results.paper import PAPER_TABLES
+from ..results.sections import METHOD_NAMES, read_runs
+from .crystals import (CRYSTAL_TABLES, CrystalSetup, QUANTITY_METRIC, RUN_LAYOUT, _weights_label)
+from ..train.loop import _tail
 
 # %% auto #0
-__all__ = ['first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'read_mace',
-           'mace_entry', 'store_mace_entry', 'paper_comparison', 'crystal_figure', 'crystal_results',
-           'write_crystal_results', 'records_from_results', 'merge_crystal_results', 'with_baseline', 'summary_against']
+__all__ = ['first_test', 'crystal_summary', 'method_label', 'summary_frame', 'paired_frame', 'per_seed_frame', 'store_mace_entry',
+           'paper_comparison', 'crystal_figure', 'crystal_results', 'write_crystal_results', 'records_from_results',
+           'merge_crystal_results', 'with_baseline', 'summary_against']
 
 # %% ../../nbs/experiments/10_crystal_results.ipynb #a6476310
 def _finite(x) -> float:
@@ -28,9 +29,9 @@ def first_test(records) -> str:
         if r.get("tests"): return next(iter(r["tests"]))
     raise ValueError("no finished run among the records (all missing)")
 
-def crystal_summary(records, test: str|None = None, metrics=CRYSTAL_METRICS, refs=("none", "dens")) -> dict:
+def crystal_summary(records, test: str|None = None, metrics=TEST_METRICS, refs=("none", "dens")) -> dict:
     """{metric: {method: entry}}: mean ± std over seeds of each method's test errors on test set `test` (default the
-    first), with the paired (same seed) differences to the methods in `refs` (`anids.experiments.seed_table`).
+    first), with the paired (same seed) differences to the methods in `refs` (`anids.results.seed_table`).
     Missing runs are left out; a diverged run counts as diverged. Metrics no run has (e.g. stress) are left out."""
     done = [r for r in records if r["status"] != "missing"]
     if not done: raise ValueError("no finished run among the records (all missing)")
@@ -65,9 +66,9 @@ def method_label(method: str) -> str: return METHOD_NAMES.get(method, method)
 # %% ../../nbs/experiments/10_crystal_results.ipynb #89eefbb9
 def summary_frame(summary: dict, mace: dict|None = None) -> pd.DataFrame:
     "The table: one row per method (and MACE if given), mean ± std over seeds of every metric."
-    rows = {method_label(m): {CRYSTAL_METRICS[k]: _cell(by.get(m), _digits(k)) for k, by in summary.items()} for m in _methods(summary)}
+    rows = {method_label(m): {TEST_METRICS[k]: _cell(by.get(m), _digits(k)) for k, by in summary.items()} for m in _methods(summary)}
     if mace is not None:
-        rows[f"MACE ({mace['file']})"] = {CRYSTAL_METRICS[k]: _cell(mace["metrics"].get(k), _digits(k)) for k in summary}
+        rows[f"MACE ({mace['file']})"] = {TEST_METRICS[k]: _cell(mace["metrics"].get(k), _digits(k)) for k in summary}
     df = pd.DataFrame.from_dict(rows, orient="index"); df.index.name = "method"
     return df
 
@@ -79,7 +80,7 @@ def paired_frame(summary: dict, ref: str = "none") -> pd.DataFrame:
         for k, by in summary.items():
             d = (by.get(m) or {}).get(f"vs {ref}")
             g = _digits(k)
-            cells[CRYSTAL_METRICS[k]] = "—" if d is None else (
+            cells[TEST_METRICS[k]] = "—" if d is None else (
                 f"{d['mean_diff']:+.{g}f}" + (f" ± {d['std_diff']:.{g}f}" if d["n"] > 1 else "") + f" ({100 * d['relative']:+.1f} %, n={d['n']})")
         if any(c != "—" for c in cells.values()): rows[method_label(m)] = cells
     df = pd.DataFrame.from_dict(rows, orient="index")
@@ -98,62 +99,12 @@ def per_seed_frame(records, test: str|None = None, ref: str = "none",
         t = r["tests"].get(test, {}) if r["status"] in ("read", "trained") else {}
         row = {"method": method_label(r["method"]), "seed": r["seed"], "status": r["status"]}
         for k in metrics:
-            row[CRYSTAL_METRICS[k]] = _finite(t.get(k))
+            row[TEST_METRICS[k]] = _finite(t.get(k))
             if r["method"] != ref: row[f"Δ {k.split('_')[0]} MAE vs {method_label(ref)}"] = _finite(t.get(k)) - _finite(base.get(r["seed"], {}).get(k))
         rows.append(row)
     return pd.DataFrame(rows).set_index(["method", "seed"])
 
-# %% ../../nbs/experiments/10_crystal_results.ipynb #e0a763d7
-def _mace_runs(path) -> list[dict]:
-    "The MACE runs of one results JSON (see `read_mace`)."
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"no MACE results file {path}")
-    d = json.loads(path.read_text())
-    runs = d.get("runs") if isinstance(d, dict) else None
-    if not isinstance(runs, list) or not runs: raise ValueError(f"{path}: expected an object with a non-empty list 'runs'")
-    runs = [r for r in runs if str(r.get("model", "mace")).lower().startswith("mace")]
-    if not runs: raise ValueError(f"{path}: no run whose model is MACE")
-    for i, r in enumerate(runs):
-        if "seed" not in r: raise ValueError(f"{path}: run {i} has no seed")
-    return runs
-
-# %% ../../nbs/experiments/10_crystal_results.ipynb #76b67713
-def read_mace(path, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
-    """MACE's test errors from a results JSON for the table's MACE row (MACE is not run here): a list `runs` of records,
-    each with a `seed` and any of the table's metric names in its units (meV/atom, meV/Å, GPa), at the top of the
-    record or under `test`; records with a `model` are taken where it starts with 'mace' (the format
-    `benchmarks/compare_mace.py` writes). `path` may be a list of such files (e.g. one per seed, as
-    `compare_mace.py --mace-seeds S` writes them); a seed twice is an error. Returns {file, metrics: {metric: entry}},
-    `file` being `label` or the file names (after their folder's name when they share one)."""
-    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
-    if not paths: raise ValueError("no MACE results file given")
-    runs, where = [], ", ".join(p.name for p in paths)
-    for p in paths: runs += _mace_runs(p)
-    out = {}
-    for k in metrics:
-        vals = {}
-        for r in runs:
-            v = r.get(k, (r.get("test") or {}).get(k))
-            if v is None: continue
-            if r["seed"] in vals: raise ValueError(f"{where}: two MACE runs of seed {r['seed']}")
-            vals[r["seed"]] = float(v)
-        if vals: out[k] = seed_table({"mace": vals})[0]
-    if not out: raise ValueError(f"{where}: the MACE runs hold none of {list(metrics)}")
-    folder = f"{paths[0].parent.name}/" if len(paths) > 1 and len({q.parent for q in paths}) == 1 else ""
-    return {"file": label or folder + where, "metrics": out}
-
 # %% ../../nbs/experiments/10_crystal_results.ipynb #633ec64b
-def mace_entry(path, how: str|None = None, metrics=CRYSTAL_METRICS, label: str|None = None) -> dict:
-    """`read_mace` plus MACE's budget, as a results file stores it (`store_mace_entry`): `how` it was chosen (in words)
-    and the epochs, CPU seconds and wall seconds of every MACE run in seed order (`compare_mace.py` records them)."""
-    paths = [Path(p) for p in ([path] if isinstance(path, (str, Path)) else path)]
-    entry = read_mace(paths, metrics, label)
-    runs = sorted((r for p in paths for r in _mace_runs(p)), key=lambda r: r["seed"])
-    budget = {"seeds": [r["seed"] for r in runs], "mace_epochs": [r.get("epochs") for r in runs],
-              "mace_cpu_time_s": [r.get("cpu_time_s") for r in runs], "mace_wall_time_s": [r.get("wall_time_s") for r in runs]}
-    if how: budget = {"how": how, **budget}
-    return {**entry, "budget": budget}
-
 def store_mace_entry(results_path, mace: dict) -> Path:
     """Put `mace` (`mace_entry`) into an mlearn results file as its MACE row, replacing the one it had, with our runs'
     training times beside MACE's (`budget.ours_train_time_s`) so the two budgets are read side by side. For MACE run
@@ -198,7 +149,7 @@ def paper_comparison(table: str, summary: dict, mace: dict|None = None) -> pd.Da
             if metric in summary:
                 e = mace["metrics"].get(metric) if m == "mace" else summary[metric].get(m)
                 d = (e or {}).get(f"vs {base}")
-                cells[f"ours {CRYSTAL_METRICS[metric]}"] = _cell(e, _digits(metric))
+                cells[f"ours {TEST_METRICS[metric]}"] = _cell(e, _digits(metric))
                 cells[f"ours Δ vs {method_label(base)} ({q}, same seed)"] = f"{100 * d['relative']:+.1f} %" if d else "—"
         label = f"{prow or '—'} | ours: {'MACE' if m == 'mace' else method_label(m)}"
         rows[label] = cells
@@ -230,7 +181,7 @@ def crystal_figure(records, summary: dict, table: str|None = None, test: str|Non
             ax.bar(len(methods), mace["metrics"][k]["mean"], color="0.6", hatch="//", alpha=0.6)
             labels.append("MACE")
         ax.set_xticks(range(len(labels)), labels, rotation=20)
-        ax.set_ylabel(CRYSTAL_METRICS[k])
+        ax.set_ylabel(TEST_METRICS[k])
     ax = axes[-1]
     spec = CRYSTAL_TABLES.get(table) if table else None
     base = "none" if spec is None or "none" in spec["paper_rows"] else "dens"
@@ -273,13 +224,13 @@ def _clean(x):
 
 # %% ../../nbs/experiments/10_crystal_results.ipynb #736ed4ed
 def _run_record(r: dict, kind: str, tests: list) -> dict:
-    "One run in the report's schema for `kind` (anids.experiments.sections.RUN_SCHEMAS)."
+    "One run in the report's schema for `kind` (anids.results.sections.RUN_SCHEMAS)."
     t = {n: (r["tests"].get(n) or {}) for n in tests}
     get = lambda name, key: t[name].get(key)
     rec = {"method": r["method"], "seed": r["seed"]}
     if kind == "mlearn":
         rec["system"] = r["system"]
-        rec.update({k: get(tests[0], k) for k in CRYSTAL_METRICS})
+        rec.update({k: get(tests[0], k) for k in TEST_METRICS})
         if rec["force_mae_meV_A"] is None and r["status"] != "diverged": raise ValueError(f"{r['run_dir']}: no force MAE")
     elif kind == "oc22":
         if not {"id", "ood"} <= set(tests):
@@ -312,7 +263,7 @@ def _pretrained_words(pretrained) -> str:
 # %% ../../nbs/experiments/10_crystal_results.ipynb #c227565d
 def crystal_results(records, setup: CrystalSetup, summary: dict|None = None, mace: dict|None = None,
                     out_dir=None, layout: str = RUN_LAYOUT) -> dict:
-    """The results of a crystal table in the report's schema for `setup.kind` (`anids.experiments.sections.RUN_SCHEMAS`): one record
+    """The results of a crystal table in the report's schema for `setup.kind` (`anids.results.sections.RUN_SCHEMAS`): one record
     per finished run, the summary (mean ± std and paired differences), what was run, and the runs still missing."""
     done = [r for r in records if r["status"] != "missing"]
     if not done: raise ValueError("no finished run to write (every run is missing)")
@@ -388,7 +339,7 @@ def records_from_results(path, epochs: int|None = None, settings: dict|None = No
         if r.get("diverged"):
             recs.append({**rec, "status": "diverged", "diverged": r["diverged"], "tests": {test: {}}})
         else:
-            recs.append({**rec, "status": "read", "tests": {test: {k: r[k] for k in CRYSTAL_METRICS if r.get(k) is not None}}})
+            recs.append({**rec, "status": "read", "tests": {test: {k: r[k] for k in TEST_METRICS if r.get(k) is not None}}})
     for m in top.get("missing") or []:
         recs.append({"system": runs[0]["system"] if runs else None, "method": m["method"], "seed": m["seed"],
                      "run_dir": m.get("run_dir"), "status": "missing", "tests": {}, "note": m.get("note")})

@@ -3,26 +3,25 @@
 # %% ../../nbs/experiments/02_crystals.ipynb #bbc8eaa6
 from __future__ import annotations
 import json
-from dataclasses import dataclass, asdict, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 import torch
-from ..data import datasets as D
 from ..data.labelled_sets import load_crystal_sets
-from ..train import (RECIPES, TrainConfig, make_config, fit, evaluate, in_units, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
+from ..train import (RECIPES, TrainConfig, make_config, fit, DIVERGED_FILE, PRETRAINED_NAMES, VECTOR_NORM_BACKBONES,
                          resolve_pretrained)
+from ..train.loop import check_same_run, further_test, run_jobs
 from ..method.noise import NOISE_METHODS
-from . import run_jobs
 from ..train.config import check_budget
 from ..provenance import read_toml
-from .paper import PAPER_TABLES
-from .sections import (MEASURED, NOT_RUN, Section, Stat, fmt_stat, read_json, require, _append_rows, _files,
+from ..results.paper import PAPER_TABLES
+from ..results.sections import (MEASURED, NOT_RUN, Section, Stat, fmt_stat, read_json, require, _append_rows, _files,
                                         _generic_section, _group, _ours_line, _runs_of, _stat)
 
 
 # %% auto #0
-__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'CRYSTAL_METRICS', 'QUANTITY_METRIC', 'pretrained_of',
-           'pretrained_tag', 'CrystalSetup', 'crystal_setup', 'run_dir_of', 'check_same_run', 'crystal_run',
-           'run_crystals', 'run_setup', 'oc22_section', 'mptrj_section', 'mlearn_section']
+__all__ = ['CRYSTAL_TABLES', 'CRYSTAL_BUDGETS', 'CPU_RECIPE', 'RUN_LAYOUT', 'QUANTITY_METRIC', 'pretrained_of', 'pretrained_tag',
+           'CrystalSetup', 'crystal_setup', 'run_dir_of', 'crystal_run', 'run_crystals', 'run_setup', 'oc22_section',
+           'mptrj_section', 'mlearn_section']
 
 # %% ../../nbs/experiments/02_crystals.ipynb #092db51e
 def _crystal_tables() -> dict:
@@ -34,7 +33,7 @@ def _crystal_tables() -> dict:
     return tables
 
 CRYSTAL_TABLES = _crystal_tables()
-"""The paper's two materials tables (data/recipes/experiments.toml): results kind (anids.experiments.sections.RUN_SCHEMAS),
+"""The paper's two materials tables (data/recipes/experiments.toml): results kind (anids.results.sections.RUN_SCHEMAS),
 the paper's recipe, data files, rows and columns."""
 
 CRYSTAL_BUDGETS = ("paper", "cpu", "demo")
@@ -44,10 +43,6 @@ CPU_RECIPE = "mlearn-cpu"
 RUN_LAYOUT = "{system}_{method}_s{seed}"
 "Run folders under `out_dir`, as `anids-train --out <out_dir>/Si_anids_s0` names them."
 
-CRYSTAL_METRICS = {"energy_mae_meV_atom": "energy MAE (meV/atom)", "energy_rmse_meV_atom": "energy RMSE (meV/atom)",
-                   "force_mae_meV_A": "force MAE (meV/Å)", "force_rmse_meV_A": "force RMSE (meV/Å)",
-                   "stress_mae_GPa": "stress MAE (GPa)", "stress_rmse_GPa": "stress RMSE (GPa)"}
-"The table's numbers (keys of a run's test metrics) and their column names."
 QUANTITY_METRIC = {"energy": "energy_mae_meV_atom", "force": "force_mae_meV_A", "stress": "stress_mae_GPa"}
 
 # %% ../../nbs/experiments/02_crystals.ipynb #1da5032d
@@ -199,47 +194,9 @@ def crystal_setup(table: str = "oc22", budget: str = "cpu", element: str = "Si",
                         spec["stress_key"] if budget == "paper" else None, dict(overrides), pretrained)
 
 # %% ../../nbs/experiments/02_crystals.ipynb #8c5fd47c
-_RUN_ONLY = {"threads", "progress", "accelerator", "devices", "num_nodes", "strategy", "eval_batch_size",
-             "train_generator", "checkpoint_every_n_steps"}
-"TrainConfig settings that do not change what a run learns (where and how fast it runs, or decided by `fit`)."
-
 def run_dir_of(out_dir, system: str, method: str, seed: int, layout: str = RUN_LAYOUT) -> Path:
     "The folder of one run: `out_dir / layout` with {system}, {method} and {seed} filled in."
     return Path(out_dir) / layout.format(system=system, method=method, seed=seed)
-
-def _tail(p) -> tuple: return Path(str(p)).parts[-2:]
-
-def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir, pretrained=None) -> None:
-    """Raise a ValueError naming `run_dir` when its finished run (`metrics`, from metrics.json) differs from `config` in
-    a setting that changes what is learned, was trained on another training file (compared by its last two parts,
-    e.g. `Si/training.json`), or started from other weights than `pretrained` (a resolved checkpoint path; compared by
-    file name; None: from scratch)."""
-    saved, want = metrics.get("config", {}), asdict(config)
-    defaults = {f.name: f.default for f in fields(TrainConfig)}
-    diff = [f"{k} {saved[k]!r} there, {v!r} here" for k, v in want.items() if k not in _RUN_ONLY and k in saved and saved[k] != v]
-    diff += [f"{k} not recorded there (older code), {v!r} here" for k, v in want.items()
-             if k not in _RUN_ONLY and k not in saved and v != defaults[k]]
-    used = (metrics.get("extra") or {}).get("train_file")
-    if used is not None and _tail(used) != _tail(train_file): diff.append(f"training file {used} there, {train_file} here")
-    start = metrics.get("pretrained")
-    if (start is None) != (pretrained is None) or (start is not None and Path(start).name != Path(pretrained).name):
-        diff.append(f"started from {start or 'scratch'} there, from {pretrained or 'scratch'} here")
-    if diff:
-        raise ValueError(f"{run_dir} holds a finished run that is not this table's: {'; '.join(diff)}. Give another "
-                         "out_dir or layout, or remove that folder")
-
-# %% ../../nbs/experiments/02_crystals.ipynb #e02cec1d
-def _further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, energy_key, forces_key) -> dict:
-    "Test errors of a run's model.pt on a further test set, computed once and kept in run_dir/test_<name>.json."
-    cache = run_dir / f"test_{name}.json"
-    if cache.is_file(): return json.loads(cache.read_text())
-    from anids.method.checkpoints import load_model
-    order = (metrics.get("extra") or {}).get("stress_order") or "check"
-    structures = D.read_structures(path, energy_key=energy_key, forces_key=forces_key, stress_key=stress_key, stress_order=order)
-    model = load_model(run_dir / "model.pt")
-    m = {**in_units(evaluate(model, structures, metrics["config"].get("eval_batch_size", 32)), "eV"), "file": str(path)}
-    cache.write_text(json.dumps(m, indent=1))
-    return m
 
 
 # %% ../../nbs/experiments/02_crystals.ipynb #14909e1c
@@ -287,7 +244,7 @@ def crystal_run(method: str, seed: int, train_file, test_files: dict, recipe: st
     if "test" not in m: raise ValueError(f"{mfile} has no test errors (was the run made without a test set?)")
     tests = {names[0]: m["test"]}
     for name in names[1:]:
-        tests[name] = _further_test(run_dir, name, test_files[name], m, stress_key, energy_key, forces_key)
+        tests[name] = further_test(run_dir, name, test_files[name], m, stress_key, energy_key, forces_key)
     cfg_saved = m["config"]
     return {**rec, "status": status, "tests": tests, "n_parameters": m["n_parameters"], "train_time_s": m["train_time_s"],
             "epochs": cfg_saved["epochs"], "backbone": cfg_saved["backbone"], "preset": cfg_saved["preset"],
@@ -356,7 +313,7 @@ def mptrj_section(results_dir) -> Section:
 # %% ../../nbs/experiments/02_crystals.ipynb #bf7cfe49
 def mlearn_section(results_dir) -> Section:
     """Ours on the mlearn crystals, and MACE where a results file carries a `mace` entry (MACE trained on the same split
-    at the CPU time of our runs; `anids.experiments.crystal_results.read_mace` plus the budget): one row per file, named by it."""
+    at the CPU time of our runs; `anids.results.mace.read_mace` plus the budget): one row per file, named by it."""
     sec = _generic_section(results_dir, "mlearn", "Ours only: mlearn", "The paper has no mlearn table.")
     for f in _files(results_dir, "mlearn_*.json"):
         d = read_json(f)

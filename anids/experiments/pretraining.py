@@ -4,7 +4,7 @@
 from __future__ import annotations
 import math
 import pandas as pd
-from .sections import MEASURED, Section, read_json, require, _files, _ours_line, _short_rev
+from ..results.sections import MEASURED, Section, read_json, require, _files, _ours_line, _short_rev
 
 # %% auto #0
 __all__ = ['pretrain_section']

@@ -2,15 +2,15 @@
 
 # %% ../../nbs/experiments/01_protocols.ipynb #5aa8c780
 from __future__ import annotations
-import json, time, warnings
+import time, warnings
 from dataclasses import asdict
 from pathlib import Path
 import numpy as np
 from ..data.units import force_factor
 from ..train import RECIPES, make_config, fit, unused_run_dir, check_budget
-from ..provenance import versions, repo_root
-from .paper import PAPER_TABLES
-from .sections import (MD17_COLUMNS, MEASURED, NOT_RUN, Section, read_json, require, machine_of, run_label, seed_stats,
+from ..train.pretraining import finetune_sets
+from ..results.paper import PAPER_TABLES
+from ..results.sections import (MD17_COLUMNS, MEASURED, NOT_RUN, Section, read_json, require, machine_of, run_label, seed_stats,
                                         fmt_stat, _append_rows, _files, _ours_line, _short_rev)
 import math
 import pandas as pd
@@ -18,10 +18,9 @@ from ..data.labelled_sets import md17_splits
 
 
 # %% auto #0
-__all__ = ['BUDGETS', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'LOCAL_OUTPUTS', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS',
-           'COST_MAP', 'budget_parameter', 'finetune_sets', 'run_md17', 'write_results', 'learning_curves',
-           'check_output', 'output_dirs', 'cost_table', 'study_dirs', 'load_study', 'run_jobs', 'seed_table',
-           'md17_section', 'overhead_files', 'cost_section']
+__all__ = ['BUDGETS', 'MD17_BUDGETS', 'MD17_PRETRAINED', 'PAPER_TABLE1', 'STUDY_CONFIG_KEYS', 'STUDY_ROW_KEYS', 'COST_MAP',
+           'run_md17', 'learning_curves', 'cost_table', 'study_dirs', 'load_study', 'md17_section', 'overhead_files',
+           'cost_section']
 
 # %% ../../nbs/experiments/01_protocols.ipynb #85ae9168
 BUDGETS = ("demo", "cpu", "paper")
@@ -35,11 +34,6 @@ MD17_PRETRAINED = {"demo": "qm9", "paper": "pcqm4mv2"}
 fine-tunes: `anids.train.pretrain(method, budget="paper-md17", checkpoint_dir=...)` or
 `papermill nbs/pretrain.ipynb out.ipynb -p budget paper-md17`), resolved by name (`anids.train.resolve_pretrained`)."""
 
-def budget_parameter(budget: str|None,          # the notebook's `budget` parameter
-                     allowed=BUDGETS,           # the budgets the notebook has
-                     where: str = "this notebook") -> str:
-    "The budget of an experiment notebook from its papermill parameter `budget`, checked by `check_budget`."
-    return check_budget(budget, allowed, where)
 
 # %% ../../nbs/experiments/01_protocols.ipynb #6619ccfd
 def _paper_md17_rows(rows=("DeNS (Lmax=2)", "AniDS (Lmax=2)", "PaiNN")) -> dict:
@@ -53,31 +47,6 @@ PAPER_TABLE1 = _paper_md17_rows()
 
 
 # %% ../../nbs/experiments/01_protocols.ipynb #1111f2d4
-def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
-                  pretrained: str|Path|None = None,  # 'qm9' / 'pcqm4mv2' (named checkpoint), a path, or None
-                  out_dir: str|Path = "runs/finetune", pretrain_epochs: int = 0, molecule: str|None = None,
-                  device: str = "cpu", progress: bool = True, energy_unit: str = "kcal/mol", **overrides) -> dict:
-    """Algorithm 2 on prepared `sets` ({"train", "val", "test", "info"}) with a named recipe (per-molecule columns for
-    `molecule`) and settings `overrides`; before it, optionally Algorithm 1 on the training geometries
-    (`pretrain_epochs` > 0) instead of the weights `pretrained`. Tests without noise. `method="none"` is the "no
-    pre-training" row: it never loads or makes pre-trained weights. Writes `out_dir/pretrain` and `out_dir/finetune`;
-    returns {"config", "metrics" (of `fit`), "pretrain_metrics", "pretrained", "pretrain_epochs"}."""
-    cfg = make_config(recipe, molecule=molecule, **{**dict(method=method, seed=seed, progress=progress, accelerator=device), **overrides})
-    out_dir = unused_run_dir(out_dir)   # run again, beside the runs made before
-    if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
-    pre_metrics = None
-    if pretrain_epochs > 0:
-        pre_cfg = make_config("pretrain", backbone=cfg.backbone, preset=cfg.preset, generator_preset=cfg.generator_preset,
-                              method=method, epochs=pretrain_epochs, seed=seed, progress=progress, accelerator=device,
-                              sigma_p=cfg.sigma_p, batch_size=cfg.batch_size, lr=cfg.lr, warmup_epochs=0.5,
-                              ema_decay=0.0, force_mode=cfg.force_mode, threads=cfg.threads)
-        pre_metrics = fit(sets["train"], sets["val"], pre_cfg, out_dir / "pretrain", extra={"data": sets["info"]})
-        pretrained = str(out_dir / "pretrain" / "model.pt")
-    metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
-                  pretrained=pretrained, energy_unit=energy_unit, extra={"data": sets["info"]})
-    return {"config": cfg, "metrics": metrics, "pretrain_metrics": pre_metrics, "pretrained": pretrained,
-            "pretrain_epochs": pretrain_epochs, "run_dir": out_dir}
-
 def run_md17(molecule: str = "aspirin",
              backbone: str|None = None,        # None: the recipe's (paper: equiformer L=2; demo: painn)
              method: str = "anids",            # none | dens | denoisevae | anids-add | anids
@@ -126,15 +95,6 @@ def run_md17(molecule: str = "aspirin",
             "units": {"force_mae": "kcal/mol/A (also meV/A in 'test')", "energy_mae": "kcal/mol"}}
 
 # %% ../../nbs/experiments/01_protocols.ipynb #d811a72d
-def write_results(results: dict, name: str|None = None, results_dir: str|Path = "results") -> Path:
-    """Write `results/<name>.json` with the package versions, git revision and dirty flag: those `results` carries (taken
-    when its run started), else the current ones."""
-    name = name or results["name"]
-    path = Path(results_dir) / f"{name}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({**results, "versions": results.get("versions") or versions()}, indent=2, default=str))
-    return path
-
 def learning_curves(run_dir, ax=None, unit_factor: float = 1.0, label: str|None = None):
     "Plot validation force MAE per epoch from a run's CSV log (Lightning CSVLogger)."
     import csv
@@ -147,45 +107,6 @@ def learning_curves(run_dir, ax=None, unit_factor: float = 1.0, label: str|None 
     ax.plot(*zip(*pts), marker="o", ms=3, label=label)
     ax.set_xlabel("epoch"); ax.set_ylabel("validation force MAE"); ax.set_yscale("log")
     return ax
-
-# %% ../../nbs/experiments/01_protocols.ipynb #b81e4f27
-LOCAL_OUTPUTS = "local"
-"The folder under results/ and figures/ where the runs that are not the reference write (ignored by git and the report)."
-
-def _shipped(root: Path) -> dict[str, Path]:
-    return {kind: (root / kind).resolve() for kind in ("results", "figures")}
-
-def check_output(path, reference: bool, root=None) -> Path:
-    "`path` (a file or folder to write), refused with one line if it lies in the shipped results/ or figures/ and not `reference`."
-    path = Path(path).expanduser().resolve()
-    root = Path(root) if root is not None else (repo_root() or Path.cwd())
-    for kind, shipped in _shipped(root).items():
-        if not reference and (path == shipped or (shipped in path.parents and LOCAL_OUTPUTS not in path.relative_to(shipped).parts[:1])):
-            raise ValueError(f"{path} is in the repository's {kind}/, which holds the shipped results: pass -p reference True "
-                             f"to remake them (with the reference settings), or write elsewhere ({kind}/{LOCAL_OUTPUTS}/ by default)")
-    return path
-
-# %% ../../nbs/experiments/01_protocols.ipynb #c29da2da
-def output_dirs(reference: bool = False, results_dir=None, figures_dir=None, root=None) -> tuple[Path, Path]:
-    """(results folder, figures folder) of an experiment notebook, created: with `reference` the shipped `results/` and
-    `figures/` of the repository (`root`, default the checkout, else the working directory), else `results/local/` and
-    `figures/local/`; a folder given is used as it is, unless it is a shipped one and not `reference`. Prints where."""
-    if not isinstance(reference, bool):
-        raise TypeError(f"reference must be True or False, not {reference!r}")
-    root = Path(root) if root is not None else (repo_root() or Path.cwd())
-    out = []
-    for kind, given in (("results", results_dir), ("figures", figures_dir)):
-        if given is not None:
-            d = check_output(given, reference, root)
-        else:
-            d = root / kind if reference else root / kind / LOCAL_OUTPUTS
-        d.mkdir(parents=True, exist_ok=True)
-        if given is None and not reference:
-            (d / ".gitignore").write_text("# outputs of runs with reference=False (not the shipped results): never committed\n*\n")
-        out.append(d)
-    print(("remaking the shipped results: " if reference and results_dir is None else "results go to ")
-          + f"{out[0]}, figures to {out[1]}" + ("" if reference else " (-p reference True remakes the shipped ones)"))
-    return out[0], out[1]
 
 # %% ../../nbs/experiments/01_protocols.ipynb #519c3ea7
 def cost_table(backbone: str = "painn", preset: str = "demo", generator_preset: str = "generator",
@@ -243,50 +164,6 @@ def load_study(name_or_path) -> dict[str, dict]:
         if "pair" in row: row["pair"] = tuple(row["pair"])
         if raw["name"] in rows: raise ValueError(f"{path}: two rows named {raw['name']!r}")
         rows[raw["name"]] = row
-    return rows
-
-# %% ../../nbs/experiments/01_protocols.ipynb #77d6098a
-def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
-    """`worker(job)` for every job, in this process (`workers` <= 1) or in `workers` spawned processes; each result is
-    handed to `on_result` as it arrives (to write a results file as runs finish). Returns the results in arrival order.
-    `worker` must be a module-level function (the processes import it)."""
-    out = []
-    def _take(r):
-        out.append(r)
-        if on_result is not None: on_result(out)
-    if workers <= 1:
-        for j in jobs: _take(worker(j))
-    else:
-        import multiprocessing as mp
-        with mp.get_context("spawn").Pool(workers) as pool:
-            for r in pool.imap_unordered(worker, jobs): _take(r)
-    return out
-
-# %% ../../nbs/experiments/01_protocols.ipynb #532d8901
-def seed_table(values: dict, refs=("none",)) -> list[dict]:
-    """Mean ± std over seeds of every row of `values` ({row: {seed: value}}), and its paired differences to reference rows.
-
-    `refs`: the reference rows (a tuple, or a function row -> tuple). For each reference present, the per-seed
-    differences d_s = value_s - reference_s over the seeds both have (`diffs`), their mean and std, n, and `relative`
-    = mean(d) / mean(reference over those seeds). A non-finite value (a diverged run) is counted in `n_diverged`, never
-    averaged, and drops out of the pairs."""
-    rows = []
-    for row, vals in values.items():
-        allv = np.array(list(vals.values()), dtype=float)
-        v = allv[np.isfinite(allv)]
-        entry = {"row": row, "n_seeds": len(v), "n_diverged": int((~np.isfinite(allv)).sum()),
-                 "mean": float(v.mean()) if len(v) else float("nan"), "std": float(v.std(ddof=1)) if len(v) > 1 else float("nan"),
-                 "values": vals}
-        for ref in (refs(row) if callable(refs) else refs):
-            if ref not in values or ref == row: continue
-            diffs = {s: vals[s] - values[ref][s] for s in sorted(set(vals) & set(values[ref]))
-                     if np.isfinite(vals[s] - values[ref][s])}
-            if not diffs: continue
-            d = np.array(list(diffs.values()))
-            entry[f"vs {ref}"] = {"mean_diff": float(d.mean()), "std_diff": float(d.std(ddof=1)) if len(d) > 1 else float("nan"),
-                                  "relative": float(d.mean() / np.mean([values[ref][s] for s in diffs])), "n": len(d),
-                                  "diffs": diffs}
-        rows.append(entry)
     return rows
 
 # %% ../../nbs/experiments/01_protocols.ipynb #cdc4f95e

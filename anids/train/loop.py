@@ -3,8 +3,8 @@
 # %% ../../nbs/train/05_fit.ipynb #8d1ae4b9
 "A whole run (`fit`): data statistics, model, pre-trained weights, Lightning's loop, the scores and the files it writes."
 from __future__ import annotations
-import math, signal, time
-from dataclasses import asdict, replace
+import json, math, signal, time
+from dataclasses import asdict, fields, replace
 from pathlib import Path
 import ase.data, warnings
 import torch
@@ -15,6 +15,7 @@ from torch_geometric.loader import DataLoader
 from ..method.model import AniDSModel, build_model, cache_covariances, cached_covariance, covariance_stats
 from ..method.checkpoints import save_model, load_model, SAFE_CHECKPOINT_GLOBALS, WriteError
 from ..data.statistics import atomic_reference_energies
+from ..data.datasets import read_structures
 from ..provenance import versions
 from .config import TrainConfig, SCALE_STATISTICS
 from .module import AniDSModule, TrainableEMA, evaluate, in_units, training_steps
@@ -25,8 +26,9 @@ from .callbacks import (TrainingClock, RunProgress, RandomStreams, AtomicCheckpo
                                    _read_lightning_checkpoint, _log_version, _keep_log_before_resume, _merge_resumed_log)
 
 # %% auto #0
-__all__ = ['RESUME_SETTINGS', 'force_rms', 'output_scale', 'elements_missing_from_training', 'prepare_training', 'run_callbacks',
-           'make_trainer', 'train_loop', 'score', 'check_resume_settings', 'fit']
+__all__ = ['RESUME_SETTINGS', 'RUNTIME_SETTINGS', 'force_rms', 'output_scale', 'elements_missing_from_training',
+           'prepare_training', 'run_callbacks', 'make_trainer', 'train_loop', 'score', 'check_resume_settings',
+           'check_same_run', 'further_test', 'run_jobs', 'fit']
 
 # %% ../../nbs/train/05_fit.ipynb #083acefa
 def _cached_noise_stats(structures, sigma_p: float) -> dict[str, float]:
@@ -370,6 +372,64 @@ def check_resume_settings(checkpoint: dict, module: AniDSModule, config: TrainCo
         raise ValueError(f"{path} was trained with other settings than this run's: "
                          + "; ".join(f"{k} {a!r} in the checkpoint, {b!r} now" for k, a, b in differ)
                          + ". Resume with the checkpoint's settings, or start a new run (another output folder, or overwrite)")
+
+# %% ../../nbs/train/05_fit.ipynb #lpsame01
+RUNTIME_SETTINGS = frozenset({"threads", "progress", "accelerator", "devices", "num_nodes", "strategy",
+                              "eval_batch_size", "train_generator", "checkpoint_every_n_steps"})
+"TrainConfig settings that do not change what a run learns (where and how fast it runs, or decided by `fit`)."
+
+def _tail(p) -> tuple: return Path(str(p)).parts[-2:]
+
+def check_same_run(metrics: dict, config: TrainConfig, train_file, run_dir, pretrained=None) -> None:
+    """Raise a ValueError naming `run_dir` when its finished run (`metrics`, from metrics.json) differs from `config` in
+    a setting that changes what is learned, was trained on another training file (compared by its last two parts,
+    e.g. `Si/training.json`), or started from other weights than `pretrained` (a resolved checkpoint path; compared by
+    file name; None: from scratch)."""
+    saved, want = metrics.get("config", {}), asdict(config)
+    defaults = {f.name: f.default for f in fields(TrainConfig)}
+    diff = [f"{k} {saved[k]!r} there, {v!r} here" for k, v in want.items() if k not in RUNTIME_SETTINGS and k in saved and saved[k] != v]
+    diff += [f"{k} not recorded there (older code), {v!r} here" for k, v in want.items()
+             if k not in RUNTIME_SETTINGS and k not in saved and v != defaults[k]]
+    used = (metrics.get("extra") or {}).get("train_file")
+    if used is not None and _tail(used) != _tail(train_file): diff.append(f"training file {used} there, {train_file} here")
+    start = metrics.get("pretrained")
+    if (start is None) != (pretrained is None) or (start is not None and Path(start).name != Path(pretrained).name):
+        diff.append(f"started from {start or 'scratch'} there, from {pretrained or 'scratch'} here")
+    if diff:
+        raise ValueError(f"{run_dir} holds a finished run that is not this table's: {'; '.join(diff)}. Give another "
+                         "out_dir or layout, or remove that folder")
+
+
+# %% ../../nbs/train/05_fit.ipynb #e02cec1d
+def further_test(run_dir: Path, name: str, path, metrics: dict, stress_key, energy_key, forces_key) -> dict:
+    "Test errors of a run's model.pt on a further test set, computed once and kept in run_dir/test_<name>.json."
+    cache = run_dir / f"test_{name}.json"
+    if cache.is_file(): return json.loads(cache.read_text())
+    order = (metrics.get("extra") or {}).get("stress_order") or "check"
+    structures = read_structures(path, energy_key=energy_key, forces_key=forces_key, stress_key=stress_key, stress_order=order)
+    model = load_model(run_dir / "model.pt")
+    m = {**in_units(evaluate(model, structures, metrics["config"].get("eval_batch_size", 32)), "eV"), "file": str(path)}
+    cache.write_text(json.dumps(m, indent=1))
+    return m
+
+
+# %% ../../nbs/train/05_fit.ipynb #77d6098a
+def run_jobs(worker, jobs: list, workers: int = 1, on_result=None) -> list:
+    """`worker(job)` for every job, in this process (`workers` <= 1) or in `workers` spawned processes; each result is
+    handed to `on_result` as it arrives (to write a results file as runs finish). Returns the results in arrival order.
+    `worker` must be a module-level function (the processes import it)."""
+    out = []
+    def _take(r):
+        out.append(r)
+        if on_result is not None: on_result(out)
+    if workers <= 1:
+        for j in jobs: _take(worker(j))
+    else:
+        import multiprocessing as mp
+        with mp.get_context("spawn").Pool(workers) as pool:
+            for r in pool.imap_unordered(worker, jobs): _take(r)
+    return out
+
 
 # %% ../../nbs/train/05_fit.ipynb #f8614cac
 def fit(train_set, val_set, config: TrainConfig, out_dir, test_set=None,

@@ -17,7 +17,7 @@ from ..method.checkpoints import read_checkpoint, load_model, save_model
 from ..method.model import build_model
 
 # %% auto #0
-__all__ = ['pretraining_sets', 'pretrain', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
+__all__ = ['pretraining_sets', 'pretrain', 'finetune_sets', 'heldout_denoising_loss', 'training_curves', 'checkpoint_provenance',
            'generator_statistics', 'denoising_loss_under']
 
 # %% ../../nbs/train/09_pretraining.ipynb #890ec372
@@ -83,6 +83,33 @@ def pretrain(method: str = "anids",           # dens | denoisevae | anids-add | 
         ckpt = save_model(model, Path(checkpoint_dir) / f"{name}.pt", extra={"provenance": provenance})
         (Path(checkpoint_dir) / f"{name}.json").write_text(json.dumps({**provenance, "curves": curves}, indent=1, default=str))
     return {**provenance, "checkpoint": str(ckpt) if ckpt else str(run_dir / "model.pt"), "run_dir": str(run_dir), "curves": curves}
+
+# %% ../../nbs/train/09_pretraining.ipynb #1111f2d4
+def finetune_sets(sets: dict, recipe: str, method: str = "anids", seed: int = 0,
+                  pretrained: str|Path|None = None,  # 'qm9' / 'pcqm4mv2' (named checkpoint), a path, or None
+                  out_dir: str|Path = "runs/finetune", pretrain_epochs: int = 0, molecule: str|None = None,
+                  device: str = "cpu", progress: bool = True, energy_unit: str = "kcal/mol", **overrides) -> dict:
+    """Algorithm 2 on prepared `sets` ({"train", "val", "test", "info"}) with a named recipe (per-molecule columns for
+    `molecule`) and settings `overrides`; before it, optionally Algorithm 1 on the training geometries
+    (`pretrain_epochs` > 0) instead of the weights `pretrained`. Tests without noise. `method="none"` is the "no
+    pre-training" row: it never loads or makes pre-trained weights. Writes `out_dir/pretrain` and `out_dir/finetune`;
+    returns {"config", "metrics" (of `fit`), "pretrain_metrics", "pretrained", "pretrain_epochs"}."""
+    cfg = make_config(recipe, molecule=molecule, **{**dict(method=method, seed=seed, progress=progress, accelerator=device), **overrides})
+    out_dir = unused_run_dir(out_dir, inside=("pretrain", "finetune"))   # run again, beside the runs made before
+    if method == "none": pretrain_epochs, pretrained = 0, None  # the "no pre-training" row of Table 3
+    pre_metrics = None
+    if pretrain_epochs > 0:
+        pre_cfg = make_config("pretrain", backbone=cfg.backbone, preset=cfg.preset, generator_preset=cfg.generator_preset,
+                              method=method, epochs=pretrain_epochs, seed=seed, progress=progress, accelerator=device,
+                              sigma_p=cfg.sigma_p, batch_size=cfg.batch_size, lr=cfg.lr, warmup_epochs=0.5,
+                              ema_decay=0.0, force_mode=cfg.force_mode, threads=cfg.threads)
+        pre_metrics = fit(sets["train"], sets["val"], pre_cfg, out_dir / "pretrain", extra={"data": sets["info"]})
+        pretrained = str(out_dir / "pretrain" / "model.pt")
+    metrics = fit(sets["train"], sets["val"], cfg, out_dir / "finetune", test_set=sets["test"],
+                  pretrained=pretrained, energy_unit=energy_unit, extra={"data": sets["info"]})
+    return {"config": cfg, "metrics": metrics, "pretrain_metrics": pre_metrics, "pretrained": pretrained,
+            "pretrain_epochs": pretrain_epochs, "run_dir": out_dir}
+
 
 # %% ../../nbs/train/09_pretraining.ipynb #da1f87ac
 def heldout_denoising_loss(model, structures: list, config,  # a TrainConfig: its noise (method, sigma_p) and loss weights

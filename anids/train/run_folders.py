@@ -127,11 +127,14 @@ def claim_out_dir(out_dir, resume=None, overwrite: bool = False) -> RunClaim:
     return claim
 
 # %% ../../nbs/train/08_run_folders.ipynb #c446650a
-def unused_run_dir(base) -> Path:
-    """`base`, or the first of base-2, base-3, ... that holds no run (`run_files`): where an experiment that is run
-    again trains without touching the runs it made before (`fit` then claims the folder)."""
+def unused_run_dir(base,
+                   inside=(),   # subfolders whose runs count too (a chain writes `pretrain/` and `finetune/`)
+                  ) -> Path:
+    """`base`, or the first of base-2, base-3, ... where neither it nor a subfolder `inside` holds a run (`run_files`)
+    or a claim: where an experiment that is run again trains without touching the runs it made before (`fit` then
+    claims the folder)."""
     base = Path(base)
     for k in range(1, 10_000):
         out = base if k == 1 else base.with_name(f"{base.name}-{k}")
-        if not run_files(out) and not (out / RUN_LOCK).exists(): return out
+        if not any(run_files(out / sub) or (out / sub / RUN_LOCK).exists() for sub in (".", *inside)): return out
     raise ValueError(f"no unused folder {base}-N: clear old runs out of {base.parent}")

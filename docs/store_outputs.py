@@ -17,7 +17,7 @@ import sys, time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-LAYERS = ("data", "nn", "method", "train", "analysis", "experiments")
+LAYERS = ("data", "nn", "method", "train", "analysis", "results", "experiments", "report")
 
 
 MAX_OUTPUT_BYTES = 200_000
@@ -37,16 +37,22 @@ def keep_output(out: dict) -> dict | None:
 
 
 def tidy(path: Path) -> None:
-    "Apply `keep_output` to every stored output of the notebook at `path`."
+    """Apply `keep_output` to every stored output of the notebook at `path`, and drop the echo of an exported cell (a
+    module's or a constant's docstring, which the page shows as the cell's code already)."""
     import json
     nb = json.loads(path.read_text())
     for c in nb["cells"]:
-        if c.get("outputs"): c["outputs"] = [o for o in map(keep_output, c["outputs"]) if o is not None]
+        if not c.get("outputs"): continue
+        exported = "".join(c["source"]).lstrip().startswith(("#| export", "#|export"))
+        c["outputs"] = [o for o in map(keep_output, c["outputs"])
+                        if o is not None and not (exported and o.get("output_type") == "execute_result")]
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 
 def library_notebooks() -> list[Path]:
-    return sorted(p for layer in LAYERS for p in (ROOT / "nbs" / layer).glob("*.ipynb"))
+    "The notebooks `nbdev_export` makes the package from: one folder per layer, and the top-level modules' notebooks."
+    top = [p for p in (ROOT / "nbs").glob("*.ipynb") if "#| default_exp" in p.read_text()]
+    return sorted(top + [p for layer in LAYERS for p in (ROOT / "nbs" / layer).glob("*.ipynb")])
 
 
 def main(argv: list[str]) -> int:

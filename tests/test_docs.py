@@ -91,3 +91,25 @@ def test_experiment_notebooks_are_not_executed_by_nbdev():
         nb = read_nb(path)
         assert nb.cells[0].cell_type == "raw" and nb_frontmatter(nb).get("skip_exec") is True
         assert nb_test_cells(path) == []
+
+
+_store_spec = importlib.util.spec_from_file_location("docs_store_outputs", ROOT / "docs" / "store_outputs.py")
+store = importlib.util.module_from_spec(_store_spec)
+_store_spec.loader.exec_module(store)
+
+
+def test_library_notebooks_show_their_outputs():
+    # the docs site executes nothing, so a notebook shows what `docs/store_outputs.py` stored: most library notebooks
+    # show their examples' outputs, and a stored output is already in its tidy form (no stderr, no path of the machine
+    # that ran it, no echo of an exported cell), so the tool's --tidy would change nothing
+    nbs = store.library_notebooks()
+    assert len(nbs) > 50 and ROOT / "nbs" / "00_provenance.ipynb" in nbs
+    shown = [p for p in nbs if any(c.get("outputs") for c in json.loads(p.read_text())["cells"])]
+    assert len(shown) / len(nbs) >= 0.7, f"only {len(shown)} of {len(nbs)} library notebooks keep outputs"
+    for p in shown:
+        for c in json.loads(p.read_text())["cells"]:
+            exported = "".join(c["source"]).lstrip().startswith(("#| export", "#|export"))
+            for out in c.get("outputs", []):
+                kept = store.keep_output(out)
+                assert kept == out, f"{p.relative_to(ROOT)}: an output --tidy would change or drop"
+                assert not (exported and out["output_type"] == "execute_result"), f"{p.relative_to(ROOT)}: an echo"

@@ -36,6 +36,11 @@ def keep_output(out: dict) -> dict | None:
     return json.loads(text)
 
 
+def is_exported(cell: dict) -> bool:
+    "Whether `nbdev_export` takes the cell into the package (its outputs are only the echo of its last line)."
+    return "".join(cell["source"]).lstrip().startswith(("#| export", "#|export"))
+
+
 def tidy(path: Path) -> None:
     """Apply `keep_output` to every stored output of the notebook at `path`, and drop the echo of an exported cell (a
     module's or a constant's docstring, which the page shows as the cell's code already)."""
@@ -43,9 +48,8 @@ def tidy(path: Path) -> None:
     nb = json.loads(path.read_text())
     for c in nb["cells"]:
         if not c.get("outputs"): continue
-        exported = "".join(c["source"]).lstrip().startswith(("#| export", "#|export"))
         c["outputs"] = [o for o in map(keep_output, c["outputs"])
-                        if o is not None and not (exported and o.get("output_type") == "execute_result")]
+                        if o is not None and not (is_exported(c) and o.get("output_type") == "execute_result")]
     path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 

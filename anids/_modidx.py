@@ -757,6 +757,8 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                                                                     'anids/method/noise.py'),
                                     'anids.method.noise.NoiseGenerator._edge_logits': ( 'method/noise.html#noisegenerator._edge_logits',
                                                                                         'anids/method/noise.py'),
+                                    'anids.method.noise.NoiseGenerator._pair_terms': ( 'method/noise.html#noisegenerator._pair_terms',
+                                                                                       'anids/method/noise.py'),
                                     'anids.method.noise.NoiseGenerator.covariance': ( 'method/noise.html#noisegenerator.covariance',
                                                                                       'anids/method/noise.py'),
                                     'anids.method.noise.NoiseGenerator.forward': ( 'method/noise.html#noisegenerator.forward',

@@ -252,15 +252,26 @@ class NoiseGenerator(nn.Module):
 
 # %% ../../nbs/method/01_noise.ipynb #f2902e52
 @patch
-def _edge_logits(self: NoiseGenerator, i_local, n, h_i, h_j, vec):
-    """b_ij = w1([h_i; h_j; eta(|r_ij|)]) (Eq. 15), plus ln f_cut(|r_ij|) with `cutoff_envelope`, for a set of edges
-    (i_local and n are unused). Edges at or beyond the cutoff get -inf: the extra edges of a fixed graph change nothing."""
+def _pair_terms(self: NoiseGenerator, h_i, h_j):
+    """The first layer of w1 on [h_i; h_j; eta] is W_i h_i + W_j h_j + W_eta eta + bias: its terms of h_i and h_j. Taken
+    per atom and gathered per edge, they cost two [N, F] x [F, hidden] products instead of an [E, 2F] x [2F, hidden] one."""
+    W, F = self.w1[0].weight, h_i.shape[-1]
+    return h_i @ W[:, :F].T, h_j @ W[:, F:2 * F].T
+
+@patch
+def _edge_logits(self: NoiseGenerator, i_local, n, w_i, w_j, vec):
+    """b_ij = w1([h_i; h_j; eta(|r_ij|)]) (Eq. 15), plus ln f_cut(|r_ij|) with `cutoff_envelope`, for a set of edges,
+    from the terms w_i = W_i h_i and w_j = W_j h_j of its first layer (`_pair_terms`; i_local and n are unused). Edges
+    at or beyond the cutoff get -inf: the extra edges of a fixed graph change nothing."""
     r = torch.linalg.vector_norm(vec, dim=-1)
-    b = self.w1(torch.cat([h_i, h_j, self.rbf(r.clamp_min(1e-6))], -1)).squeeze(-1)
+    first, F = self.w1[0], self.encoder.num_scalar_features
+    pre = w_i + w_j + torch.nn.functional.linear(self.rbf(r.clamp_min(1e-6)), first.weight[:, 2 * F:], first.bias)
+    b = self.w1[2](self.w1[1](pre)).squeeze(-1)
     if self.cutoff_envelope:   # gamma_ij -> 0 continuously as a neighbour leaves the radius graph
         fcut = cosine_cutoff(r, self.encoder.cutoff)
         return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
     return (b.masked_fill(r >= self.encoder.cutoff, float("-inf")),)
+
 
 # %% ../../nbs/method/01_noise.ipynb #cd43299d
 @patch
@@ -286,12 +297,14 @@ def covariance(self: NoiseGenerator, z, pos, batch=None, cell=None, pbc=None, gr
     vec = edge_vectors(pos, graph)
     chunk = self.edge_chunk_size if not self.training else None
     if chunk is not None and graph.num_edges > chunk:
-        # b_ij a chunk of edges at a time (anids.nn.graphs.edge_chunk_map)
-        (b,) = edge_chunk_map(self._edge_logits, graph.edge_index, edge_chunks(graph.edge_index, n, chunk),
+        # b_ij a chunk of edges at a time (anids.nn.graphs.edge_chunk_map); w1 is used inside the chunks alone
+        per_edge = lambda i_local, n, h_i, h_j, vec: self._edge_logits(i_local, n, *self._pair_terms(h_i, h_j), vec)
+        (b,) = edge_chunk_map(per_edge, graph.edge_index, edge_chunks(graph.edge_index, n, chunk),
                               [("centre", h), ("neighbour", h), ("edge", vec)], ("edge",), self.w1.parameters())
     else:
         j, i = graph.edge_index
-        (b,) = self._edge_logits(i, n, h[i], h[j], vec)
+        w_i, w_j = self._pair_terms(h, h)
+        (b,) = self._edge_logits(i, n, w_i[i], w_j[j], vec)
     # ln c_i enters the softmax of Eq. 15 as a logit; held where exp() is a positive, finite float32
     c = torch.exp(self.w2(h).squeeze(-1).clamp(-LOG_C_BOUND, LOG_C_BOUND))
     cov_matrix, gamma_sum = anisotropic_covariance(a, b, c, graph.edge_index, vec, batch=batch,

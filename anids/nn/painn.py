@@ -130,11 +130,12 @@ def forward(self: PaiNN, z, pos, graph: Graph, batch, force_encoding=None, vecto
     s = self.embedding(z)
     v = torch.zeros(s.shape[0], 3, s.shape[1], dtype=s.dtype, device=s.device)
     # PaiNN's vector features start at zero: before the first message only force-encoded atoms (DeNS's corrupted
-    # atoms) carry one, so the first message's v_j term runs over their edges alone (none without an encoding).
-    # Which edges those are depends on the values: a step without host synchronisation runs the term over every edge
-    sources = None if is_sync_free() else torch.zeros(0, dtype=torch.bool, device=s.device)
+    # atoms) carry one, so the first message's v_j term runs over their edges alone, and over none without an
+    # encoding (known without reading a value). Which atoms carry one depends on the values: a step without host
+    # synchronisation then runs the term over every edge
+    sources = torch.zeros(0, dtype=torch.bool, device=s.device)
     if force_encoding is not None:
-        if sources is not None: sources = (force_encoding != 0).any(dim=-1)
+        sources = None if is_sync_free() else (force_encoding != 0).any(dim=-1)
         fnorm = torch.linalg.vector_norm(force_encoding, dim=-1, keepdim=True)
         if self.force_encoding_max is not None:
             # PaiNN has no normalisation: its updates multiply vector features, so the outputs grow like a high

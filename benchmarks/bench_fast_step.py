@@ -30,7 +30,9 @@ EMA run eagerly after each pass, in every path. With `--size-buckets K` every pa
 its batches from K groups of structures of similar size (TrainConfig.size_buckets), and the fast paths keep one
 fixed-shape set and step per group, padded to that group's largest structure. `--profile` adds the
 operators that take the most time in 10 steps of each path; `--fit-epochs N` times N epochs of a whole `fit` (Lightning's
-loop) with and without `fast_step`. Writes the results JSON with the GPU, driver, torch and
+loop) with and without `fast_step`. `--baseline REV` first runs the same benchmark on the code of git revision REV (a
+temporary worktree, its own copy of this script) and writes its times beside these, with each path's ratio to REV's
+eager step: a change that speeds up the model itself shows there, not in the ratios to this code's eager step. Writes the results JSON with the GPU, driver, torch and
 CUDA versions, and the machine before and after (benchmarks/_env.py)."""
 import argparse, copy, json, os, statistics, subprocess, sys, time
 from pathlib import Path
@@ -321,6 +323,37 @@ def profile(path, groups, device, steps=10) -> dict:
                      "self_device_ms": getattr(e, "self_device_time_total", getattr(e, "self_cuda_time_total", 0)) / 1000} for e in rows]}
 
 
+def run_baseline(rev: str, argv: list[str]) -> dict:
+    """This benchmark with `argv` (less --baseline and --out) on the code of git revision `rev`: its own copy of this
+    script in a temporary worktree, importing that worktree's `anids`; returns its results JSON with the revision."""
+    import tempfile
+    root = Path(__file__).resolve().parents[1]
+    full = subprocess.run(["git", "rev-parse", rev], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    drop, args = {"--baseline", "--out"}, []
+    it = iter(argv)
+    for x in it:
+        if x in drop: next(it, None)
+        elif x.split("=")[0] not in drop: args.append(x)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp) / "tree"
+        subprocess.run(["git", "worktree", "add", "--detach", str(tree), full], cwd=root, check=True, capture_output=True)
+        try:
+            # its data folder: the current checkout's (downloads and caches are not in git)
+            for sub in ("cache",):
+                if (root / "data" / sub).exists() and not (tree / "data" / sub).exists():
+                    (tree / "data" / sub).symlink_to(root / "data" / sub)
+            dest = Path(tmp) / "baseline.json"
+            env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+            print(f"baseline: the code at {full[:7]}", flush=True)
+            subprocess.run([sys.executable, str(tree / "benchmarks" / Path(__file__).name), *args, "--out", str(dest)],
+                           cwd=tree, env=env, check=True)
+            res = json.loads(dest.read_text())
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=root, check=False, capture_output=True)
+    return {"revision": full, "command": " ".join(["python", "benchmarks/bench_fast_step.py", *args]), "runs": res["runs"],
+            "environment_before": res.get("environment_before")}
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--recipe", default="cpu-30min")
@@ -355,8 +388,12 @@ def main(argv=None):
                     help="also time the fixed step traced by torch.compile (TrainConfig.compile_step; its first steps compile)")
     ap.add_argument("--check-only", action="store_true",
                     help="only check the fixed step against the eager one (and the captured pass on CUDA); no timings")
+    ap.add_argument("--baseline", default=None, metavar="REV",
+                    help="also run this benchmark on the code of git revision REV first (a temporary worktree) and write "
+                         "each path's ratio to its eager step")
     ap.add_argument("--out", type=Path, default=None, help="results JSON (default results/bench_fast_step_<device>.json)")
     a = ap.parse_args(argv)
+    baseline = run_baseline(a.baseline, sys.argv[1:] if argv is None else list(argv)) if a.baseline else None
     torch.set_num_threads(a.threads)
     torch.set_float32_matmul_precision(a.matmul_precision)   # every path, and the checks of fixed against eager
     device = torch.device(a.device)
@@ -440,6 +477,16 @@ def main(argv=None):
                                                       if k.endswith("rel_diff"))
               + "".join(f"; captured vs fixed ({'noise' if c['noise'] else 'no noise'}): loss {c['loss_rel_diff']:.1e}, grad {c['grad_rel_diff']:.1e}"
                         for c in run.get("check_captured", [])), flush=True)
+    if baseline is not None:
+        out["baseline"] = baseline
+        for method in (m for m in a.methods if m in baseline["runs"] and "eager" in baseline["runs"][m]):
+            ref = baseline["runs"][method]["eager"]
+            for kind in (k for k in ("eager", "fixed", "captured", "compiled") if "ms_per_step" in out["runs"][method].get(k, {})):
+                r = out["runs"][method][kind]
+                out["ratios"][f"{method}: {kind} / eager at {baseline['revision'][:7]}, ms per step"] = r["ms_per_step"] / ref["ms_per_step"]
+                out["ratios"][f"{method}: {kind} / eager at {baseline['revision'][:7]}, s per epoch"] = r["s_per_epoch"] / ref["s_per_epoch"]
+                print(f"{method:6s} {kind:9s} over eager at {baseline['revision'][:7]}: "
+                      f"{r['ms_per_step'] / ref['ms_per_step']:.2f} per step, {r['s_per_epoch'] / ref['s_per_epoch']:.2f} per epoch")
     out["environment_after"] = after = environment()
     warn = load_warning(before, after)
     if warn: print(warn); out["load_warning"] = warn

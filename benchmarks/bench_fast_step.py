@@ -338,10 +338,9 @@ def run_baseline(rev: str, argv: list[str]) -> dict:
         tree = Path(tmp) / "tree"
         subprocess.run(["git", "worktree", "add", "--detach", str(tree), full], cwd=root, check=True, capture_output=True)
         try:
-            # its data folder: the current checkout's (downloads and caches are not in git)
-            for sub in ("cache",):
-                if (root / "data" / sub).exists() and not (tree / "data" / sub).exists():
-                    (tree / "data" / sub).symlink_to(root / "data" / sub)
+            # the current checkout's caches (QM9 geometries and other downloads are not in git)
+            if (root / "data" / "cache").exists() and not (tree / "data" / "cache").exists():
+                (tree / "data" / "cache").symlink_to(root / "data" / "cache")
             dest = Path(tmp) / "baseline.json"
             env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
             print(f"baseline: the code at {full[:7]}", flush=True)

@@ -255,7 +255,7 @@ class NoiseGenerator(nn.Module):
 def _pair_terms(self: NoiseGenerator, h_i, h_j):
     """The first layer of w1 on [h_i; h_j; eta] is W_i h_i + W_j h_j + W_eta eta + bias: its terms of h_i and h_j. Taken
     per atom and gathered per edge, they cost two [N, F] x [F, hidden] products instead of an [E, 2F] x [2F, hidden] one."""
-    W, F = self.w1[0].weight, h_i.shape[-1]
+    W, F = self.w1[0].weight, self.encoder.num_scalar_features
     return h_i @ W[:, :F].T, h_j @ W[:, F:2 * F].T
 
 @patch
@@ -271,7 +271,6 @@ def _edge_logits(self: NoiseGenerator, i_local, n, w_i, w_j, vec):
         fcut = cosine_cutoff(r, self.encoder.cutoff)
         return (b + torch.log(fcut.clamp_min(1e-30)).masked_fill(fcut == 0, float("-inf")),)
     return (b.masked_fill(r >= self.encoder.cutoff, float("-inf")),)
-
 
 # %% ../../nbs/method/01_noise.ipynb #cd43299d
 @patch

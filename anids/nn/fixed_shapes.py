@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import Callable
 import torch
 from fastcore.basics import patch
-from .graphs import Graph, edge_vectors, structure_pairs, NeighborList
+from .graphs import Graph, EdgePairs, edge_pairs, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
 __all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'compiled_step', 'is_compiled_step', 'check_that',
@@ -94,16 +94,25 @@ def complete_graph(num_structures: int,          # B structures, stored one afte
     images): a graph whose shape does not depend on the positions. Pairs farther apart than a network's cutoff are
     edges too; its cutoff envelope gives them weight zero (a zero factor in PaiNN's messages, a score of -inf in
     GeoMFormer's attention and the generator's gamma_ij), or the network masks them (EquiformerV2, which reads
-    `Graph.beyond_cutoff`), so the result equals that of the radius graph (tested in anids.train.fast)."""
+    `Graph.beyond_cutoff`), so the result equals that of the radius graph (tested in anids.train.fast). Its edges are
+    paired (`Graph.pairs`): each pair's distance terms are computed once (PaiNN)."""
     for name, v in (("num_structures", num_structures), ("atoms_per_structure", atoms_per_structure)):
         if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
     n, B = atoms_per_structure, num_structures
-    centre = torch.arange(n, device=device).repeat_interleave(n - 1)                   # i: each atom n - 1 times
-    other = torch.arange(n * (n - 1), device=device) % (n - 1)                         # 0 .. n-2 for each centre
+    # one structure's edges and their pairs on the host (edge_pairs reads the indices), then B copies on the device
+    centre = torch.arange(n).repeat_interleave(n - 1)                                  # i: each atom n - 1 times
+    other = torch.arange(n * (n - 1)) % (n - 1)                                        # 0 .. n-2 for each centre
     neighbour = other + (other >= centre).long()                                       # skip j = i
-    offsets = (torch.arange(B, device=device) * n).repeat_interleave(n * (n - 1))
+    one = edge_pairs(torch.stack([neighbour, centre]), n)   # n (n - 1) / 2 pairs: the radial terms once per pair
+    local = [t.to(device) for t in (neighbour, centre, one.first, one.of_edge, one.reverse)]
+    neighbour, centre, first, of_edge, reverse = local
+    P, E1 = len(first), n * (n - 1)
+    offsets = (torch.arange(B, device=device) * n).repeat_interleave(E1)
     edge_index = torch.stack([neighbour.repeat(B) + offsets, centre.repeat(B) + offsets])
-    return Graph(edge_index, torch.zeros(edge_index.shape[1], 3, device=device, dtype=dtype), beyond_cutoff=True)
+    pairs = EdgePairs(first=first.repeat(B) + (torch.arange(B, device=device) * E1).repeat_interleave(P),
+                      of_edge=of_edge.repeat(B) + (torch.arange(B, device=device) * P).repeat_interleave(E1),
+                      reverse=reverse.repeat(B))
+    return Graph(edge_index, torch.zeros(edge_index.shape[1], 3, device=device, dtype=dtype), beyond_cutoff=True, pairs=pairs)
 
 # %% ../../nbs/nn/10_fixed_shapes.ipynb #13a5d7ad
 FAR_EDGE = 1000.0
@@ -284,7 +293,7 @@ def fixed_nearest_neighbors(pos: torch.Tensor,   # [N, 3] positions (A)
     far[..., 0] = FAR_EDGE
     empty = atoms[:, None].expand(N, k)
     if E == 0:
-        return replace(graph, edge_index=torch.stack([empty, empty]).reshape(2, N * k), shift=far.reshape(N * k, 3), beyond_cutoff=True)
+        return replace(graph, edge_index=torch.stack([empty, empty]).reshape(2, N * k), shift=far.reshape(N * k, 3), beyond_cutoff=True, pairs=None)
     d = edge_vectors(pos.detach(), graph).norm(dim=-1)
     within = d < cutoff
     centre = graph.edge_index[1]
@@ -296,4 +305,4 @@ def fixed_nearest_neighbors(pos: torch.Tensor,   # [N, 3] positions (A)
     real = within[edge] & (centre[edge] == atoms[:, None])               # ... that are its own and within the cutoff
     edge_index = torch.stack([torch.where(real, graph.edge_index[0][edge], empty), empty])
     shift = torch.where(real[..., None], graph.shift[edge], far)
-    return replace(graph, edge_index=edge_index.reshape(2, N * k), shift=shift.reshape(N * k, 3), beyond_cutoff=True)
+    return replace(graph, edge_index=edge_index.reshape(2, N * k), shift=shift.reshape(N * k, 3), beyond_cutoff=True, pairs=None)

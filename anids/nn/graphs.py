@@ -10,11 +10,21 @@ except ImportError:
     from vesin.torch import NeighborList
 
 # %% auto #0
-__all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'Graph', 'edge_vectors', 'structure_pairs',
-           'radius_graph', 'nearest_neighbors', 'det_3x3', 'check_edge_chunk_size', 'EdgeChunks', 'edge_chunks',
-           'edge_chunk_map']
+__all__ = ['DEFAULT_EDGE_CHUNK_SIZE', 'CHUNK_INPUT_KINDS', 'CHUNK_OUTPUT_KINDS', 'EdgePairs', 'Graph', 'edge_vectors',
+           'edge_pairs', 'structure_pairs', 'radius_graph', 'nearest_neighbors', 'det_3x3', 'check_edge_chunk_size',
+           'EdgeChunks', 'edge_chunks', 'edge_chunk_map']
 
 # %% ../../nbs/nn/01_graphs.ipynb #1a99bcfd
+@dataclass
+class EdgePairs:
+    """The edges of a graph that holds every edge in both directions as unordered pairs {i, j}, each once. What
+    depends on |r_ij| alone (radial basis, cutoff envelope, radial filters) is then computed once per pair and shared
+    by its two edges; the direction of edge e is that of its pair's `first` edge, reversed where `reverse[e]`
+    (r_ji = -r_ij). Made by `edge_pairs`; `complete_graph` carries them."""
+    first: torch.Tensor     # [P] long: one edge of each pair, the one from the lower-numbered atom (j < i)
+    of_edge: torch.Tensor   # [E] long: the pair of each edge
+    reverse: torch.Tensor   # [E] bool: the edge points the other way from its pair's first edge
+
 @dataclass
 class Graph:
     "Edges of a batch of structures. `edge_index[0]` = neighbour j, `edge_index[1]` = centre i."
@@ -23,6 +33,7 @@ class Graph:
     beyond_cutoff: bool = False  # may hold edges beyond a network's cutoff (complete_graph, NeighbourLists): each network keeps those within its own
     reference: torch.Tensor|None = None  # [N, 3] the positions a fixed neighbour list was built at (NeighbourLists)
     skin: float = 0.0         # ... which holds every pair within the cutoff while no atom is farther than skin / 2 from them
+    pairs: EdgePairs|None = None  # the edges as unordered pairs (complete_graph); None: each edge on its own
 
     @property
     def num_edges(self) -> int: return self.edge_index.shape[1]
@@ -31,6 +42,26 @@ def edge_vectors(pos: torch.Tensor, graph: Graph) -> torch.Tensor:
     "r_ij = X_i - X_j - shift for every edge (differentiable in `pos`); shape [E, 3]."
     j, i = graph.edge_index
     return pos[i] - pos[j] - graph.shift
+
+def edge_pairs(edge_index: torch.Tensor,  # [2, E]: every edge in both directions, no self-edge, no repeat
+               num_nodes: int,            # N atoms
+              ) -> EdgePairs:
+    """The unordered pairs of a graph without periodic images that holds each of its edges in both directions (a
+    molecule's radius graph or complete graph); a ValueError names the first edge without its reverse."""
+    j, i = edge_index
+    if bool((i == j).any()): raise ValueError("a self-edge (i = j) has no direction: it cannot form a pair")
+    lo, hi = torch.minimum(i, j), torch.maximum(i, j)
+    keys, of_edge, counts = torch.unique(lo * num_nodes + hi, return_inverse=True, return_counts=True)
+    forward = j < i
+    ahead = torch.zeros(len(keys), dtype=torch.long, device=i.device).index_add_(0, of_edge, forward.long())
+    bad = (counts != 2) | (ahead != 1)   # a pair is one edge each way
+    if bool(bad.any()):
+        e = int(torch.nonzero(bad[of_edge])[0, 0])
+        raise ValueError(f"edge {e} (atom {int(j[e])} -> atom {int(i[e])}) is not one of two edges, one each way: "
+                         f"the graph is not symmetric (a max-neighbour cap, a repeated edge), so it has no pairs")
+    first = torch.empty(len(keys), dtype=torch.long, device=i.device)
+    first[of_edge[forward]] = torch.nonzero(forward).squeeze(1)
+    return EdgePairs(first, of_edge, ~forward)
 
 def _check_batch(pos, batch):
     if pos.ndim != 2 or pos.shape[1] != 3: raise ValueError(f"pos must have shape [N, 3], got {tuple(pos.shape)}")

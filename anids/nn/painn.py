@@ -21,14 +21,19 @@ class PaiNNMessage(nn.Module):
         super().__init__()
         self.phi = mlp(F, F, 3 * F)
         self.W = nn.Linear(num_rbf, 3 * F)
-    def forward(self, s, v, j, i, rbf, fcut, unit, vector_sources: torch.Tensor|None = None):
+    def forward(self, s, v, j, i, rbf, fcut, unit, vector_sources: torch.Tensor|None = None,
+                pair_of_edge: torch.Tensor|None = None):
         """`vector_sources`: None if any atom's vector features may be non-zero; else an [N] bool mask of the atoms whose
         may be (the others' are exactly zero), or an empty tensor if all are zero. The v_j term then runs over the
-        edges from those atoms alone (none at all when empty): the same sums with fewer operations."""
+        edges from those atoms alone (none at all when empty): the same sums with fewer operations. `pair_of_edge`
+        (`Graph.pairs.of_edge`): `rbf` and `fcut` are given per unordered pair, and each edge takes its pair's filter
+        W(rbf) f_cut, which depends on |r_ij| alone: half the rows of the filter's product, forward and backward."""
+        filt = self.W(rbf) * fcut[:, None]
+        if pair_of_edge is not None: filt = filt[pair_of_edge]
         if vector_sources is None:
-            ds, dv = self.edge_terms(self.phi(s)[j], v[j], self.W(rbf) * fcut[:, None], unit)
+            ds, dv = self.edge_terms(self.phi(s)[j], v[j], filt, unit)
         else:
-            x = self.phi(s)[j] * (self.W(rbf) * fcut[:, None])
+            x = self.phi(s)[j] * filt
             ds, dvv, dvs = x.chunk(3, dim=-1)
             dv = dvs[:, None, :] * unit[:, :, None]
             if vector_sources.numel():
@@ -150,11 +155,16 @@ def forward(self: PaiNN, z, pos, graph: Graph, batch, force_encoding=None, vecto
     else:
         j, i = graph.edge_index
         vec = edge_vectors(pos, graph)                 # r_ij = X_i - X_j
+        pairs = graph.pairs
+        if pairs is not None:   # a paired graph (complete_graph): the distance terms once per pair, r_ji = -r_ij
+            vec = vec[pairs.first]
         r = safe_norm(vec, eps=1e-12)
         unit = vec / r[:, None]
+        if pairs is not None: unit = torch.where(pairs.reverse[:, None], -unit[pairs.of_edge], unit[pairs.of_edge])
         rbf, fcut = self.rbf(r), cosine_cutoff(r, self.cutoff)
         for k, (msg, upd) in enumerate(zip(self.messages, self.updates)):
-            s, v = msg(s, v, j, i, rbf, fcut, unit, vector_sources=sources if k == 0 else None)
+            s, v = msg(s, v, j, i, rbf, fcut, unit, vector_sources=sources if k == 0 else None,
+                       pair_of_edge=None if pairs is None else pairs.of_edge)
             s, v = upd(s, v)
     e = self.energy_head(s).squeeze(-1)
     # the vector head is per atom: run it on the atoms whose vector is asked for

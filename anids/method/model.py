@@ -9,7 +9,7 @@ from fastcore.basics import patch
 from torch import nn
 from torch_geometric.utils import scatter
 from ..nn.graphs import Graph, radius_graph, check_edge_chunk_size, det_3x3
-from ..nn.fixed_shapes import is_sync_free, is_compiled_step, check_that, check_within_skin, fixed_nearest_neighbors
+from ..nn.fixed_shapes import is_sync_free, is_compiled_step, set_forces_by_func, check_that, check_within_skin, fixed_nearest_neighbors
 from ..nn.backbones import Backbone, backbone_class, build as build_backbone
 from .noise import NoiseGenerator, Covariance, sample_anisotropic, cholesky_factor, NOISE_METHODS, LEARNED_METHODS
 from .views import Corruption, DenoiserView, denoiser_view
@@ -237,7 +237,11 @@ def predict(self: AniDSModel, data, pos: torch.Tensor|None = None, force_encodin
         def total(p, s):
             e, out = energies(p, s)
             return e.sum(), (e, out.vector)
-        grads, (energy, vector) = torch.func.grad(total, argnums=(0, 1) if strain is not None else (0,), has_aux=True)(pos, strain)
+        previous = set_forces_by_func(True)
+        try:
+            grads, (energy, vector) = torch.func.grad(total, argnums=(0, 1) if strain is not None else (0,), has_aux=True)(pos, strain)
+        finally:
+            set_forces_by_func(previous)
         out = None   # conservative: the vector output is all that is read below (no object is built: Dynamo would break the graph)
     else:
         if not pos.requires_grad: pos = pos.clone().requires_grad_(True)

@@ -10,8 +10,9 @@ from fastcore.basics import patch
 from .graphs import Graph, EdgePairs, edge_pairs, edge_vectors, structure_pairs, NeighborList
 
 # %% auto #0
-__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'compiled_step', 'is_compiled_step', 'check_that',
-           'complete_graph', 'ListBuilder', 'NeighbourLists', 'check_within_skin', 'fixed_nearest_neighbors']
+__all__ = ['FAR_EDGE', 'DeferredChecks', 'sync_free', 'is_sync_free', 'compiled_step', 'is_compiled_step', 'set_forces_by_func',
+           'in_forces_by_func', 'check_that', 'complete_graph', 'ListBuilder', 'NeighbourLists', 'check_within_skin',
+           'fixed_nearest_neighbors']
 
 # %% ../../nbs/nn/10_fixed_shapes.ipynb #afb2f553
 class DeferredChecks:
@@ -77,6 +78,21 @@ def compiled_step():
 def is_compiled_step() -> bool:
     "Whether the code runs inside `compiled_step()`."
     return _COMPILED
+
+_FORCES_BY_FUNC = False
+
+def set_forces_by_func(inside: bool) -> bool:
+    """Mark whether the code runs inside the `torch.func` transform that gives a compiled step its forces (the model
+    marks it around `torch.func.grad`); returns the previous mark, to restore. A plain function rather than a context
+    manager, so that Dynamo traces it with the step."""
+    global _FORCES_BY_FUNC
+    previous, _FORCES_BY_FUNC = _FORCES_BY_FUNC, bool(inside)
+    return previous
+
+def in_forces_by_func() -> bool:
+    """Whether the code runs inside the forces' `torch.func` transform of a compiled step (`set_forces_by_func`), where
+    saved-tensor hooks, and so activation checkpointing, cannot run."""
+    return _FORCES_BY_FUNC
 
 def check_that(ok: torch.Tensor,                    # bool tensor: the check passes where every element is true
                error: Callable[[], Exception],      # makes the error to raise (called only when the check failed)

@@ -10,7 +10,7 @@ from torch.utils.checkpoint import checkpoint
 from .graphs import Graph, edge_vectors, edge_chunks, edge_chunk_map, DEFAULT_EDGE_CHUNK_SIZE, check_edge_chunk_size
 from .backbones import Backbone, BackboneOutput
 from .layers import safe_norm, cosine_cutoff, BesselRBF, mlp
-from .fixed_shapes import is_sync_free
+from .fixed_shapes import is_sync_free, is_compiled_step, in_forces_by_func
 
 # %% auto #0
 __all__ = ['PRESETS', 'PaiNNMessage', 'PaiNNUpdate', 'GatedEquivariantBlock', 'PaiNN']
@@ -28,23 +28,32 @@ class PaiNNMessage(nn.Module):
         edges from those atoms alone (none at all when empty): the same sums with fewer operations. `pair_of_edge`
         (`Graph.pairs.of_edge`): `rbf` and `fcut` are given per unordered pair, and each edge takes its pair's filter
         W(rbf) f_cut, which depends on |r_ij| alone: half the rows of the filter's product, forward and backward."""
-        filt = self.W(rbf) * fcut[:, None]
+        if vector_sources is not None and vector_sources.numel() and (
+                vector_sources.shape != v.shape[:1] or vector_sources.dtype != torch.bool):
+            raise ValueError(f"vector_sources must be a bool mask of shape {tuple(v.shape[:1])} or empty, got "
+                             f"{vector_sources.dtype} of shape {tuple(vector_sources.shape)}")
+        terms = (s, v, self.phi(s), self.W(rbf) * fcut[:, None], unit, j, i, vector_sources, pair_of_edge)
+        if is_compiled_step() and not in_forces_by_func() and torch.is_grad_enabled():
+            # traced as it is, the compiled step keeps the gathered phi(s)_j and v_j ([E, 3F] each) for the backward
+            # pass, written to memory and read back; recomputed there from the per-atom tensors inside the fused
+            # kernels they cost less, and the compiled step is bound by memory traffic on a CPU (one in five
+            # milliseconds of an Algorithm 1 step of 64 QM9 molecules). Eager steps store them (recomputing costs
+            # more), and so does the forces' torch.func transform, where checkpoints cannot run
+            return checkpoint(self._add_messages, *terms, use_reentrant=False, preserve_rng_state=False)
+        return self._add_messages(*terms)
+    def _add_messages(self, s, v, phi_s, filt, unit, j, i, vector_sources, pair_of_edge):
+        "s and v plus the sums over the neighbours j of the messages of PaiNN's message block."
         if pair_of_edge is not None: filt = filt[pair_of_edge]
         if vector_sources is None:
-            ds, dv = self.edge_terms(self.phi(s)[j], v[j], filt, unit)
+            ds, dv = self.edge_terms(phi_s[j], v[j], filt, unit)
         else:
-            x = self.phi(s)[j] * filt
+            x = phi_s[j] * filt
             ds, dvv, dvs = x.chunk(3, dim=-1)
             dv = dvs[:, None, :] * unit[:, :, None]
             if vector_sources.numel():
-                if vector_sources.shape != v.shape[:1] or vector_sources.dtype != torch.bool:
-                    raise ValueError(f"vector_sources must be a bool mask of shape {tuple(v.shape[:1])} or empty, got "
-                                     f"{vector_sources.dtype} of shape {tuple(vector_sources.shape)}")
                 e = torch.nonzero(vector_sources[j]).squeeze(1)
                 dv = dv.index_add(0, e, dvv[e, None, :] * v[j[e]])
-        s = s.index_add(0, i, ds)
-        v = v.index_add(0, i, dv)
-        return s, v
+        return s.index_add(0, i, ds), v.index_add(0, i, dv)
     def edge_terms(self, phi_j, v_j, filt, unit):
         "Messages of a set of edges from phi(s)_j [E, 3F], v_j [E, 3, F], the filter W(rbf) f_cut [E, 3F], r_ij/|r_ij|."
         x = phi_j * filt                                                  # [E, 3F]

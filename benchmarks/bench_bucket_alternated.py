@@ -96,6 +96,8 @@ def main(argv=None):
         return
     if a.rounds < 1: raise SystemExit("--rounds must be at least 1")
     sys.path.insert(0, str(HERE))
+    import torch
+    torch.set_num_threads(a.threads)   # as the sides run: the environment recorded below then says so
     from _env import environment, load_warning
     before = environment()
     rounds = []

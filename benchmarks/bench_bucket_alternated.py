@@ -11,12 +11,13 @@ graphs; `compiled`: `FastStep(compiled=True)`), on the first QM9 training molecu
 19 atom slots, the largest bucket of `--size-buckets 8`), `--batch-size` per step, the median of `--steps` steps after
 `--warmup`. The revision's side runs its own code (a temporary git worktree, its `anids` and its `bench_fast_step.py`)."""
 from __future__ import annotations
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
-from contextlib import contextmanager
+import argparse, json, os, statistics, subprocess, sys, time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+from _revisions import worktree   # noqa: E402
 
 
 def child(kind: str, method: str, atoms: tuple[int, int], batch_size: int, warmup: int, steps: int, threads: int) -> dict:
@@ -48,21 +49,6 @@ def child(kind: str, method: str, atoms: tuple[int, int], batch_size: int, warmu
         if k >= warmup: times.append(time.perf_counter() - t0)
     return {"kind": kind, "ms_per_step": 1000 * statistics.median(times), "min_ms": 1000 * min(times),
             "max_ms": 1000 * max(times), "molecules": len(mols), "slots": groups.sets[0].slots}
-
-
-@contextmanager
-def worktree(rev: str):
-    "A temporary git worktree of `rev` (sharing this checkout's data/cache), removed afterwards; yields (path, full hash)."
-    full = subprocess.run(["git", "rev-parse", rev], cwd=ROOT, capture_output=True, text=True, check=True).stdout.strip()
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), full], cwd=ROOT, check=True, capture_output=True)
-        try:
-            if (ROOT / "data" / "cache").exists() and not (tree / "data" / "cache").exists():
-                (tree / "data" / "cache").symlink_to(ROOT / "data" / "cache")
-            yield tree, full
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False, capture_output=True)
 
 
 def run_side(kind: str, a, code: Path) -> dict:

@@ -327,28 +327,19 @@ def run_baseline(rev: str, argv: list[str]) -> dict:
     """This benchmark with `argv` (less --baseline and --out) on the code of git revision `rev`: its own copy of this
     script in a temporary worktree, importing that worktree's `anids`; returns its results JSON with the revision."""
     import tempfile
-    root = Path(__file__).resolve().parents[1]
-    full = subprocess.run(["git", "rev-parse", rev], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+    from _revisions import worktree
     drop, args = {"--baseline", "--out"}, []
     it = iter(argv)
     for x in it:
         if x in drop: next(it, None)
         elif x.split("=")[0] not in drop: args.append(x)
-    with tempfile.TemporaryDirectory() as tmp:
-        tree = Path(tmp) / "tree"
-        subprocess.run(["git", "worktree", "add", "--detach", str(tree), full], cwd=root, check=True, capture_output=True)
-        try:
-            # the current checkout's caches (QM9 geometries and other downloads are not in git)
-            if (root / "data" / "cache").exists() and not (tree / "data" / "cache").exists():
-                (tree / "data" / "cache").symlink_to(root / "data" / "cache")
-            dest = Path(tmp) / "baseline.json"
-            env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-            print(f"baseline: the code at {full[:7]}", flush=True)
-            subprocess.run([sys.executable, str(tree / "benchmarks" / Path(__file__).name), *args, "--out", str(dest)],
-                           cwd=tree, env=env, check=True)
-            res = json.loads(dest.read_text())
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=root, check=False, capture_output=True)
+    with worktree(rev) as (tree, full), tempfile.TemporaryDirectory() as tmp:
+        dest = Path(tmp) / "baseline.json"
+        env = dict(os.environ, PYTHONPATH=str(tree) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        print(f"baseline: the code at {full[:7]}", flush=True)
+        subprocess.run([sys.executable, str(tree / "benchmarks" / Path(__file__).name), *args, "--out", str(dest)],
+                       cwd=tree, env=env, check=True)
+        res = json.loads(dest.read_text())
     return {"revision": full, "command": " ".join(["python", "benchmarks/bench_fast_step.py", *args]), "runs": res["runs"],
             "environment_before": res.get("environment_before")}
 

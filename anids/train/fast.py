@@ -298,6 +298,7 @@ class FastStep:
                  check_every: int = 100,              # captured steps between two reads of the deferred checks
                  objective: str = "losses",           # losses: the model's training loss | kl_warmup: the KL-only warm-up of psi
                  compiled: bool = False,              # the losses traced by torch.compile (`compiled_step`; experimental)
+                 kernel_threads: int|None = 1,        # compiled on a CPU: threads of inductor's generated kernels (None: torch's); matrix products use torch's
                 ):
         if not 1 <= batch_size <= len(data): raise ValueError(f"batch_size must lie in 1..{len(data)}, got {batch_size}")
         if check_every < 1: raise ValueError(f"check_every must be a positive number of steps, got {check_every}")
@@ -312,6 +313,8 @@ class FastStep:
         self.capture = data.device.type == "cuda" and not self.compiled if capture is None else bool(capture)
         if self.capture and data.device.type != "cuda": raise ValueError("capture needs a CUDA device")
         if self.capture and self.compiled: raise ValueError("a compiled step is not also recorded in a CUDA graph: capture=False")
+        if kernel_threads is not None and (isinstance(kernel_threads, bool) or not isinstance(kernel_threads, int) or kernel_threads < 1):
+            raise ValueError(f"kernel_threads must be a positive int or None, got {kernel_threads!r}")
         if self.compiled: check_atomic_numbers(model, data)   # once for the set: the compiled step leaves it out
         self.model, self.data, self.cfg, self.params = model, data, cfg, list(params)
         if not self.params: raise ValueError("no parameters to train")
@@ -327,7 +330,12 @@ class FastStep:
             # all of them (a size bucket each): let it keep 64, and stop rather than run a step uncompiled past that
             torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 64)
             torch._dynamo.config.fail_on_recompile_limit_hit = True
-        self._objective = torch.compile(self._loss, dynamic=False) if self.compiled else self._loss
+        # inductor's CPU kernels sum edge rows into atoms (index_add, and every gather's gradient); on several threads
+        # they do it with atomic adds, one compare-and-swap per number: on two threads an Algorithm 1 step of 64 QM9
+        # molecules took 1.4x as long as on one. One thread for those kernels, torch's for the matrix products
+        options = {"cpp.threads": kernel_threads} if kernel_threads is not None and data.device.type == "cpu" else None
+        self.kernel_threads = kernel_threads
+        self._objective = torch.compile(self._loss, dynamic=False, options=options) if self.compiled else self._loss
 
     def __call__(self, index: torch.Tensor,     # [batch_size] long, on the device
                  lists: tuple|None = None,   # streamed neighbour lists: the batch's (ListBuilder.build), loaded before the pass

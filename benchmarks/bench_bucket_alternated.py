@@ -39,7 +39,8 @@ def child(kind: str, method: str, atoms: tuple[int, int], batch_size: int, warmu
     lo, hi = atoms
     if buckets > 1: mols = load_qm9(split="train", max_structures=n, progress=False)
     else: mols = [m for m in load_qm9(split="train", max_structures=20000, progress=False) if lo <= m.num_nodes <= hi][:10 * batch_size]
-    if len(mols) < 2 * batch_size: raise SystemExit(f"only {len(mols)} QM9 molecules of {lo}-{hi} atoms in the first 20000")
+    if len(mols) < 2 * batch_size:
+        raise SystemExit(f"only {len(mols)} QM9 molecules" + (f" (--n {n})" if buckets > 1 else f" of {lo}-{hi} atoms in the first 20000"))
     cfg = replace(recipe_config("pretrain", method=method, seed=0, progress=False), batch_size=batch_size)
     torch.manual_seed(0)
     module, cfg, train, _ = prepare_training(mols, cfg, None)

@@ -1455,6 +1455,7 @@ d = { 'settings': {'branch': 'main', 'doc_baseurl': '/', 'doc_host': '', 'git_ur
                                   'anids.train.fast.check_atomic_numbers': ('train/fast.html#check_atomic_numbers', 'anids/train/fast.py'),
                                   'anids.train.fast.check_fixed_graph': ('train/fast.html#check_fixed_graph', 'anids/train/fast.py'),
                                   'anids.train.fast.check_lists': ('train/fast.html#check_lists', 'anids/train/fast.py'),
+                                  'anids.train.fast.least_padding_cuts': ('train/fast.html#least_padding_cuts', 'anids/train/fast.py'),
                                   'anids.train.fast.list_builder': ('train/fast.html#list_builder', 'anids/train/fast.py'),
                                   'anids.train.fast.lists_cutoff': ('train/fast.html#lists_cutoff', 'anids/train/fast.py'),
                                   'anids.train.fast.size_buckets': ('train/fast.html#size_buckets', 'anids/train/fast.py'),

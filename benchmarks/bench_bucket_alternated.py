@@ -13,8 +13,10 @@ graphs; `compiled`: `FastStep(compiled=True)`), on the first QM9 training molecu
 19 atom slots, the largest bucket of `--size-buckets 8`), `--batch-size` per step, the median of `--steps` steps after
 `--warmup`. With `--size-buckets K` each side trains instead on the first `--n` QM9 training molecules in K size buckets,
 as a run draws them (`bench_fast_step.py --size-buckets`): one untimed epoch (every bucket's step compiled), then
-`--epochs` timed epochs, each step's milliseconds (median) and each epoch's seconds (median). The revision's side runs
-its own code (a temporary git worktree, its `anids` and its `bench_fast_step.py`)."""
+`--epochs` timed epochs, each step's milliseconds (median) and each epoch's seconds (median), and the milliseconds per
+structure trained (an epoch's seconds over its whole batches' structures: the sides' code may cut the size groups
+differently, and so train different numbers of whole batches an epoch). The revision's side runs its own code (a
+temporary git worktree, its `anids` and its `bench_fast_step.py`)."""
 from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, time
 from pathlib import Path
@@ -118,10 +120,16 @@ def main(argv=None):
         for k in range(a.rounds):
             old, new = run_side("eager", a, tree), run_side("compiled", a, ROOT)
             rounds.append({"eager_at_baseline": old, "compiled_now": new, "ratio": new["ms_per_step"] / old["ms_per_step"]})
-            if a.size_buckets > 1: rounds[-1]["ratio_per_epoch"] = new["s_per_epoch"] / old["s_per_epoch"]
+            if a.size_buckets > 1:
+                rounds[-1]["ratio_per_epoch"] = new["s_per_epoch"] / old["s_per_epoch"]
+                # the sides may cut the groups differently (SizeBuckets changed at 0f6571e..): an epoch of whole batches
+                # then trains a different number of structures, and the time per structure trained compares them
+                for side in (old, new): side["ms_per_structure"] = 1000 * side["s_per_epoch"] / (side["steps_per_epoch"] * a.batch_size)
+                rounds[-1]["ratio_per_structure"] = new["ms_per_structure"] / old["ms_per_structure"]
             print(f"round {k + 1}: eager at {full[:7]} {old['ms_per_step']:.1f} ms/step, compiled now {new['ms_per_step']:.1f}: "
-                  f"{rounds[-1]['ratio']:.2f}" + (f"; per epoch {old['s_per_epoch']:.2f} s, {new['s_per_epoch']:.2f} s: "
-                                                   f"{rounds[-1]['ratio_per_epoch']:.2f}" if a.size_buckets > 1 else ""), flush=True)
+                  f"{rounds[-1]['ratio']:.2f}" + (f"; per epoch {old['s_per_epoch']:.2f} s ({old['steps_per_epoch']} steps), "
+                                                   f"{new['s_per_epoch']:.2f} s ({new['steps_per_epoch']}): {rounds[-1]['ratio_per_epoch']:.2f}; "
+                                                   f"per structure trained {rounds[-1]['ratio_per_structure']:.2f}" if a.size_buckets > 1 else ""), flush=True)
     old = statistics.median(r["eager_at_baseline"]["ms_per_step"] for r in rounds)
     new = statistics.median(r["compiled_now"]["ms_per_step"] for r in rounds)
     after = environment()
@@ -139,7 +147,12 @@ def main(argv=None):
         new_e = statistics.median(r["compiled_now"]["s_per_epoch"] for r in rounds)
         out["ratios"][f"{a.method}: compiled / eager at {full[:7]}, s per epoch (medians over rounds)"] = new_e / old_e
         out.update(median_eager_at_baseline_s_per_epoch=old_e, median_compiled_now_s_per_epoch=new_e)
-        print(f"per epoch, median over {a.rounds} rounds: eager at {full[:7]} {old_e:.2f} s, compiled now {new_e:.2f} s: {new_e / old_e:.2f}")
+        old_m = statistics.median(r["eager_at_baseline"]["ms_per_structure"] for r in rounds)
+        new_m = statistics.median(r["compiled_now"]["ms_per_structure"] for r in rounds)
+        out["ratios"][f"{a.method}: compiled / eager at {full[:7]}, ms per structure trained (medians over rounds)"] = new_m / old_m
+        out.update(median_eager_at_baseline_ms_per_structure=old_m, median_compiled_now_ms_per_structure=new_m)
+        print(f"per epoch, median over {a.rounds} rounds: eager at {full[:7]} {old_e:.2f} s, compiled now {new_e:.2f} s: {new_e / old_e:.2f}; "
+              f"per structure trained {old_m:.2f} ms, {new_m:.2f} ms: {new_m / old_m:.2f}")
     warn = load_warning(before, after)
     if warn: print(warn); out["load_warning"] = warn
     a.out.parent.mkdir(parents=True, exist_ok=True)

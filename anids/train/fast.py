@@ -14,9 +14,9 @@ from ..method.model import AniDSModel, DenoisingConfig
 from ..method.losses import LossWeights
 
 # %% auto #0
-__all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'lists_cutoff', 'list_builder', 'FixedShapeSet', 'SizeBuckets', 'StructureIndices',
-           'size_buckets', 'training_indices', 'check_lists', 'check_atomic_numbers', 'check_fixed_graph', 'FastStep',
-           'FixedShapeSteps']
+__all__ = ['PAD_MARGIN', 'FAST_OBJECTIVES', 'lists_cutoff', 'list_builder', 'FixedShapeSet', 'least_padding_cuts', 'SizeBuckets',
+           'StructureIndices', 'size_buckets', 'training_indices', 'check_lists', 'check_atomic_numbers',
+           'check_fixed_graph', 'FastStep', 'FixedShapeSteps']
 
 # %% ../../nbs/train/07_fast.ipynb #d00568e9
 PAD_MARGIN = 100.0
@@ -154,23 +154,55 @@ def largest_distance(self: FixedShapeSet, chunk: int = 4096) -> float:
     return out
 
 # %% ../../nbs/train/07_fast.ipynb #c33715dc
+def least_padding_cuts(sizes,                # [S] atoms of each structure, sorted ascending
+                       min_count: int,       # structures a group holds at least (a batch)
+                       max_groups: int,      # groups at most
+                       pairs: bool = True,   # a padded structure costs n (n - 1) pairs (complete graphs); False: n atoms (neighbour lists)
+                      ) -> list[tuple[int, int]]:
+    """The groups [(lo, hi)] of the sorted `sizes` (half-open ranges, in order, covering all) of least padded cost:
+    each group a run of whole sizes (no size in two groups) of at least `min_count` structures, every structure costing
+    what the largest of its group costs, at most `max_groups` groups and, among cuts of equal cost, the fewest. Exact:
+    dynamic programming over the D distinct sizes, O(max_groups D^2)."""
+    sizes = torch.as_tensor(sizes).reshape(-1)
+    if sizes.numel() < min_count: raise ValueError(f"{sizes.numel()} structures cannot fill a group of {min_count}")
+    if bool((sizes[1:] < sizes[:-1]).any()): raise ValueError("sizes must be sorted ascending")
+    values, counts = torch.unique_consecutive(sizes, return_counts=True)
+    values, ends = values.tolist(), torch.cumsum(counts, 0).tolist()
+    D, cost = len(values), (lambda n: n * (n - 1)) if pairs else (lambda n: n)
+    start = lambda e: ends[e - 1] if e else 0               # the first structure after the first e distinct sizes
+    best = [[None] * (D + 1) for _ in range(max_groups + 1)]   # best[k][d]: (cost, previous cut) of the first d sizes in k groups
+    best[0][0] = (0, None)
+    for k in range(1, max_groups + 1):
+        for d in range(1, D + 1):
+            for e in range(d):
+                if best[k - 1][e] is None or ends[d - 1] - start(e) < min_count: continue
+                c = best[k - 1][e][0] + (ends[d - 1] - start(e)) * cost(values[d - 1])   # exact integers
+                if best[k][d] is None or c < best[k][d][0]: best[k][d] = (c, e)
+    k = min((k for k in range(1, max_groups + 1) if best[k][D] is not None), key=lambda k: (best[k][D][0], k))
+    cuts, d = [], D
+    for k in range(k, 0, -1):
+        e = best[k][d][1]
+        cuts.append((start(e), ends[d - 1])); d = e
+    return cuts[::-1]
+
 class SizeBuckets(torch.utils.data.Sampler):
     """Batches of structures of similar size (TrainConfig.size_buckets): the structures, sorted by their number of
-    atoms, are cut into `buckets` groups of nearly equal count (`members`, sorted), and each epoch yields whole batches
-    of structure indices from within one group, the groups' batches in random order. Each group's shuffled order is
-    cut into whole batches; its last `len(group) % batch_size` structures wait for a later epoch. Random numbers come
-    from torch's global generator (as a shuffling DataLoader's), so `seed_everything` fixes them."""
+    atoms, are cut into at most `buckets` groups of consecutive sizes where padding them costs least
+    (`least_padding_cuts`; `members`, sorted), and each epoch yields whole batches of structure indices from within one
+    group, the groups' batches in random order. Each group's shuffled order is cut into whole batches; its last
+    `len(group) % batch_size` structures wait for a later epoch. Random numbers come from torch's global generator (as
+    a shuffling DataLoader's), so `seed_everything` fixes them."""
     def __init__(self, sizes,                # [S] atoms of each structure
                  batch_size: int,            # structures per batch
-                 buckets: int):              # groups of similar size (1: one group, batches drawn from all structures)
+                 buckets: int,               # groups of similar size at most (1: one group, batches drawn from all structures)
+                 pairs: bool = True):        # the padded cost of a structure of n slots: n (n - 1) pairs (complete graphs); False: n (neighbour lists)
         sizes = torch.as_tensor(sizes).reshape(-1)
         for name, v in (("batch_size", batch_size), ("buckets", buckets)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
-        if sizes.numel() < buckets * batch_size:
-            raise ValueError(f"{sizes.numel()} structures cannot fill {buckets} size buckets with a batch of {batch_size} each: "
-                             "use fewer buckets (size_buckets) or smaller batches")
+        if sizes.numel() < batch_size:
+            raise ValueError(f"{sizes.numel()} structures cannot fill a batch of {batch_size}: use smaller batches")
         order = torch.argsort(sizes, stable=True)
-        self.members = list(torch.tensor_split(order, buckets))   # the structures of each group, smallest first
+        self.members = [order[lo:hi] for lo, hi in least_padding_cuts(sizes[order], batch_size, buckets, pairs)]   # smallest first
         self.bucket_of = torch.empty(sizes.numel(), dtype=torch.long)   # [S] each structure's group
         self.local = torch.empty(sizes.numel(), dtype=torch.long)       # [S] ... and its place in that group
         for b, m in enumerate(self.members):
@@ -186,6 +218,7 @@ class SizeBuckets(torch.utils.data.Sampler):
             k = len(m) // B
             batches += m[torch.randperm(len(m), generator=g)][:k * B].reshape(k, B).tolist()
         for i in torch.randperm(len(batches), generator=g).tolist(): yield batches[i]
+
 
 # %% ../../nbs/train/07_fast.ipynb #752ed45f
 class StructureIndices(torch.utils.data.Dataset):
@@ -232,7 +265,9 @@ class StructureIndices(torch.utils.data.Dataset):
 def size_buckets(train_set, config) -> SizeBuckets|None:
     "The sampler of batches of similar size of a run (`TrainConfig.size_buckets` > 1), or None: batches drawn from all structures."
     if config.size_buckets == 1: return None
-    return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets)
+    # molecules train on complete graphs (a padded structure costs n (n - 1) pairs), cells on neighbour lists (about n)
+    return SizeBuckets([int(s.z.shape[0]) for s in train_set], config.batch_size, config.size_buckets,
+                       pairs=not _periodic(train_set))
 
 def training_indices(train_set, config, model: AniDSModel, buckets: SizeBuckets|None = None) -> StructureIndices:
     """What a fast_step run's loader draws: structure indices in their size groups and, with streamed neighbour lists,

@@ -163,6 +163,9 @@ def least_padding_cuts(sizes,                # [S] atoms of each structure, sort
     each group a run of whole sizes (no size in two groups) of at least `min_count` structures, every structure costing
     what the largest of its group costs, at most `max_groups` groups and, among cuts of equal cost, the fewest. Exact:
     dynamic programming over the D distinct sizes, O(max_groups D^2)."""
+    for name, v in (("min_count", min_count), ("max_groups", max_groups)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1: raise ValueError(f"{name} must be a positive int, got {v!r}")
+    if not isinstance(pairs, bool): raise ValueError(f"pairs must be True or False, got {pairs!r}")
     sizes = torch.as_tensor(sizes).reshape(-1)
     if sizes.numel() < min_count: raise ValueError(f"{sizes.numel()} structures cannot fill a group of {min_count}")
     if bool((sizes[1:] < sizes[:-1]).any()): raise ValueError("sizes must be sorted ascending")
@@ -218,7 +221,6 @@ class SizeBuckets(torch.utils.data.Sampler):
             k = len(m) // B
             batches += m[torch.randperm(len(m), generator=g)][:k * B].reshape(k, B).tolist()
         for i in torch.randperm(len(batches), generator=g).tolist(): yield batches[i]
-
 
 # %% ../../nbs/train/07_fast.ipynb #752ed45f
 class StructureIndices(torch.utils.data.Dataset):

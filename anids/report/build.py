@@ -3,6 +3,7 @@
 # %% ../../nbs/report/02_build.ipynb #4d984e67
 from __future__ import annotations
 import json, math, re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 import numpy as np
@@ -77,6 +78,7 @@ def benchmark_section(results_dir) -> Section|None:
                                [], machine_of(d), _short_rev(d)))
         files.append(name)
     # the other benchmarks (no authors' code to compare with): their side-by-side ratios, or their headline rows
+    others = []   # (the benchmark's name, the file's stem, its row)
     for f in sorted(Path(results_dir).glob("bench_*.json")):
         if f.name in files or f.name.startswith(_BENCH_READ_ELSEWHERE): continue
         d = read_json(f)
@@ -90,9 +92,12 @@ def benchmark_section(results_dir) -> Section|None:
         else:
             raise ValueError(f"{f}: a benchmark result needs 'ratios' (side-by-side ratios, or bench_overhead's "
                              "'ratios_interleaved') or 'rows' (one dict per case)")
-        rows[d.get("benchmark", f.stem)] = {"ours / authors' code": "—", "ours ms per step": "—", "summary": summary or "—"}
+        others.append((d.get("benchmark", f.stem), f.stem, {"ours / authors' code": "—", "ours ms per step": "—", "summary": summary or "—"}))
         prov.append(_ours_line(f.name, "see the file", [], machine_of(d), _short_rev(d)))
         files.append(f.name)
+    # files of one benchmark (other threads, another baseline) each keep their row, named by their file too
+    named = Counter(name for name, _, _ in others)
+    for name, stem, row in others: rows[name if named[name] == 1 else f"{name} [{stem}]"] = row
     if not rows: return None
     df = pd.DataFrame.from_dict(rows, orient="index").fillna("—"); df.index.name = "benchmark"
     return Section("benchmarks", "Ours only: the benchmarks (benchmarks/bench_*.py; step times against the authors' code where there is one)", df, None, MEASURED,

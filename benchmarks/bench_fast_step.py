@@ -141,6 +141,7 @@ class Path_:
         self.ema = _TrainableAveragedModel(self.model, cfg.ema_decay) if cfg.ema_decay > 0 else None
         self.weights = module.base_weights
         self.n = 0
+        self.gradient_hook = None   # called with the parameters between the pass and the optimiser step
         if kind != "eager":   # one FastStep (one CUDA graph) per size group
             self.fast = [FastStep(self.model, fs, self.B, self.noise_cfg, self.weights, self.params, capture=kind == "captured",
                                   compiled=kind == "compiled")
@@ -162,6 +163,7 @@ class Path_:
             group, index, *lists = index
             self.fast[group].set_lambda_denoise(self.lambda_denoise())
             total, _ = self.fast[group](index, lists[0] if lists else None)
+        if self.gradient_hook is not None: self.gradient_hook(self.params)   # e.g. bench_two_cores.py's all-reduce
         if self.cfg.grad_clip: torch.nn.utils.clip_grad_norm_(self.params, self.cfg.grad_clip)
         self.opt.step()
         self.sched.step()

@@ -43,25 +43,18 @@ def _rank(rank: int, world: int, threads: int, per_rank: int, buckets: int, n: i
     for p in path.params: dist.broadcast(p.data, 0)
     flat = torch.zeros(sum(p.numel() for p in path.params))
 
-    def step(batch):
-        group, index = batch
-        path.fast[group].set_lambda_denoise(path.lambda_denoise())
-        path.fast[group](index)
-        if world > 1:   # the gradients of the whole batch: the mean of the processes' (each a mean over its half)
-            off = 0
-            for p in path.params:
-                if p.grad is None: p.grad = torch.zeros_like(p)   # a weight this half did not reach
-                flat[off:off + p.numel()].copy_(p.grad.reshape(-1)); off += p.numel()
-            dist.all_reduce(flat)
-            flat.div_(world)
-            off = 0
-            for p in path.params:
-                p.grad.copy_(flat[off:off + p.numel()].view_as(p)); off += p.numel()
-        if path.cfg.grad_clip: torch.nn.utils.clip_grad_norm_(path.params, path.cfg.grad_clip)
-        path.opt.step()
-        path.sched.step()
-        if path.ema is not None: path.ema.update_parameters(path.model)
-        path.n += 1
+    def average_gradients(params):   # the whole batch's: the mean of the processes' (each a mean over its half)
+        off = 0
+        for p in params:
+            if p.grad is None: p.grad = torch.zeros_like(p)   # a weight this half did not reach
+            flat[off:off + p.numel()].copy_(p.grad.reshape(-1)); off += p.numel()
+        dist.all_reduce(flat)
+        flat.div_(world)
+        off = 0
+        for p in params:
+            p.grad.copy_(flat[off:off + p.numel()].view_as(p)); off += p.numel()
+    if world > 1: path.gradient_hook = average_gradients
+    step = path.step
 
     gen = torch.Generator().manual_seed(0)
     def my_batches():
